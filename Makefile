@@ -1,0 +1,76 @@
+# prenorm — two commands matter: `make lab` (open the course) and `make test` (prove it).
+# Both create .venv from requirements.txt first if it is missing or out of date.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+STAMP  := $(VENV)/.installed
+NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+SOLUTION_NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+
+.PHONY: setup lab test lint unit nbval exercises-verify browser figures notebooks \
+        exercises check grade bench site demo clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $(STAMP)
+
+## Open the course in JupyterLab.
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+## Everything CI checks: lint, unit tests, every notebook under nbval, the exercise loop, the browser.
+test: $(STAMP) lint unit nbval exercises-verify browser
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests --ignore=tests/browser -p no:cacheprovider
+
+nbval: $(STAMP)
+	$(BIN)/pytest -q $(NBVAL) -n 2 --dist loadfile $(SOLUTION_NOTEBOOKS)
+
+exercises-verify: $(STAMP)
+	$(PY) -m prenorm_lib.exercises verify
+
+browser: $(STAMP)
+	$(BIN)/pytest -q tests/browser -p no:cacheprovider
+
+## Re-execute every solution notebook top to bottom, then rebuild the exercise versions.
+notebooks: $(STAMP)
+	for nb in $(SOLUTION_NOTEBOOKS); do \
+	  $(BIN)/jupyter nbconvert --to notebook --execute --inplace $$nb || exit 1; done
+	$(PY) -m prenorm_lib.exercises build
+
+exercises: $(STAMP)
+	$(PY) -m prenorm_lib.exercises build
+
+## Check a learner's exercise notebook: make check NB=01
+check: $(STAMP)
+	$(PY) -m prenorm_lib.exercises check $(wildcard notebooks/exercises/$(NB)_*.ipynb)
+
+## Grade a folder of learner notebooks: make grade DIR=submissions/
+grade: $(STAMP)
+	$(PY) -m prenorm_lib.exercises grade $(DIR)
+
+figures: $(STAMP)
+	$(PY) -m prenorm_lib.figures
+
+bench: $(STAMP)
+	$(PY) -m prenorm_lib.bench
+
+site: $(STAMP)
+	$(PY) -m prenorm_lib.site build
+
+## Classroom mode: make demo NB=03
+demo: $(STAMP)
+	$(BIN)/voila --no-browser=False $(wildcard notebooks/$(NB)_*.ipynb)
+
+clean:
+	rm -rf $(VENV) _site .pytest_cache

@@ -1,0 +1,77 @@
+"""Causal multi-head self-attention with optional RoPE on queries and keys.
+
+Introduced in notebook 04. The module calls torch's fused
+``scaled_dot_product_attention`` (the fast path); the tests prove it equals the
+from-scratch :func:`prenorm_lib.functional.scaled_dot_product_attention`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from prenorm_lib import validation
+from prenorm_lib.layers import Linear
+from prenorm_lib.rope import RotaryPositionalEmbedding
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """Causal self-attention over ``num_heads`` heads of size d_model / num_heads.
+
+    Projections ``q_proj``, ``k_proj``, ``v_proj``, ``output_proj`` are bias-free (d_model,
+    d_model) matrices, named and laid out as in the CS336 handout. With ``rope_theta`` set,
+    queries and keys of every head are rotated by RoPE before the scores are taken;
+    values are not rotated (position should change *where* a head looks, not *what* it
+    reads).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        max_seq_len: int | None = None,
+        rope_theta: float | None = None,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__()
+        self.d_model = validation.positive_int("d_model", d_model)
+        self.num_heads = validation.positive_int("num_heads", num_heads)
+        if d_model % num_heads:
+            raise ValueError(
+                f"d_model={d_model} must be divisible by num_heads={num_heads} "
+                f"(each head gets d_model / num_heads dimensions)"
+            )
+        self.d_head = d_model // num_heads
+        self.q_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.k_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.v_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.output_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.rope = None
+        if rope_theta is not None:
+            if max_seq_len is None:
+                raise ValueError("max_seq_len is required when rope_theta is given (it sizes the RoPE cache)")
+            self.rope = RotaryPositionalEmbedding(rope_theta, self.d_head, max_seq_len, device=device)
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., seq_len, d_model) → (..., num_heads, seq_len, d_head)."""
+        return x.unflatten(-1, (self.num_heads, self.d_head)).transpose(-3, -2)
+
+    def forward(self, x: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:
+        validation.last_dim("x", x, self.d_model)
+        if x.ndim < 2:
+            raise ValueError(f"x must be (..., seq_len, d_model), got shape {tuple(x.shape)}")
+        q = self.split_heads(self.q_proj(x))  # (..., H, T, d_head)
+        k = self.split_heads(self.k_proj(x))  # (..., H, T, d_head)
+        v = self.split_heads(self.v_proj(x))  # (..., H, T, d_head)
+        if self.rope is not None:
+            positions = None if token_positions is None else token_positions.unsqueeze(-2)  # (..., 1, T)
+            q = self.rope(q, positions)
+            k = self.rope(k, positions)
+        lead = q.shape[:-3]
+        out = nn.functional.scaled_dot_product_attention(  # fused kernel wants (N, H, T, d_head)
+            q.reshape(-1, *q.shape[-3:]), k.reshape(-1, *k.shape[-3:]), v.reshape(-1, *v.shape[-3:]),
+            is_causal=True,
+        )
+        out = out.reshape(*lead, *out.shape[-3:]).transpose(-3, -2).flatten(-2)  # (..., T, d_model)
+        return self.output_proj(out)

@@ -1,0 +1,153 @@
+"""Stateless kernels: the mathematics of the pre-norm block, one function each.
+
+These are written from the equations (CS336 handout §3.4–3.5) with plain tensor ops so
+that a learner can read every step. The modules in this package own the parameters and
+call these kernels; the tests compare each kernel with torch's own implementation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from prenorm_lib import validation
+
+__all__ = [
+    "apply_rope",
+    "causal_mask",
+    "relu",
+    "rms_norm",
+    "rope_angles",
+    "scaled_dot_product_attention",
+    "silu",
+    "softmax",
+    "swiglu",
+]
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """RMSNorm over the last dimension: ``x / sqrt(mean(x**2) + eps) * weight``.
+
+    The arithmetic happens in float32 whatever the input dtype: the squares of fp16
+    activations of a few hundred already overflow fp16's maximum (65504), and bf16 has
+    too few mantissa bits for an accurate mean. The result is cast back to ``x.dtype``.
+    """
+    validation.floating("x", x)
+    validation.last_dim("weight", weight, x.shape[-1], "x.shape[-1]")
+    if weight.ndim != 1:
+        raise ValueError(f"weight must be 1-D with shape ({x.shape[-1]},), got {tuple(weight.shape)}")
+    validation.positive_float("eps", eps)
+    in_dtype = x.dtype
+    x32 = x.to(torch.float32)
+    inv_rms = torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)  # (..., 1)
+    return (x32 * inv_rms * weight.to(torch.float32)).to(in_dtype)
+
+
+def relu(x: torch.Tensor) -> torch.Tensor:
+    """max(0, x): the activation of the original Transformer's feed-forward network."""
+    return torch.clamp_min(x, 0)
+
+
+def silu(x: torch.Tensor) -> torch.Tensor:
+    """SiLU (Swish with beta = 1): ``x * sigmoid(x)``; smooth, and non-zero for x < 0."""
+    return x * torch.sigmoid(x)
+
+
+def softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Softmax along ``dim``, stable for large inputs.
+
+    Subtracting the maximum leaves the result unchanged (it cancels in the ratio) but
+    keeps ``exp`` from overflowing: softmax([1000, 1000]) is [0.5, 0.5], not nan.
+    """
+    shifted = x - x.amax(dim=dim, keepdim=True)
+    exp = torch.exp(shifted)
+    return exp / exp.sum(dim=dim, keepdim=True)
+
+
+def swiglu(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor) -> torch.Tensor:
+    """SwiGLU feed-forward: ``W2 (SiLU(W1 x) * W3 x)``, weights stored (out, in).
+
+    ``w1`` and ``w3`` are (d_ff, d_model); ``w2`` is (d_model, d_ff). ``W1 x`` is the gate,
+    ``W3 x`` the value it scales: the product is linear in the value path, which gives
+    gradients a route that no activation squashes.
+    """
+    gate = silu(x @ w1.T)  # (..., d_ff)
+    value = x @ w3.T  # (..., d_ff)
+    return (gate * value) @ w2.T  # (..., d_model)
+
+
+def causal_mask(seq_len: int, device: torch.device | None = None) -> torch.Tensor:
+    """Boolean (seq_len, seq_len) mask, True where query i may attend to key j (j <= i)."""
+    validation.positive_int("seq_len", seq_len)
+    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()
+
+
+def scaled_dot_product_attention(
+    Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """softmax(Q Kᵀ / sqrt(d_k)) V, for any number of leading dimensions.
+
+    Q is (..., n_queries, d_k), K is (..., n_keys, d_k), V is (..., n_keys, d_v).
+    ``mask`` is boolean, broadcastable to (..., n_queries, n_keys), True = may attend
+    (the convention of ``torch.nn.functional.scaled_dot_product_attention``).
+    """
+    for name, t in (("Q", Q), ("K", K), ("V", V)):
+        validation.floating(name, t)
+    if K.shape[-1] != Q.shape[-1]:
+        raise ValueError(f"K must have last dimension d_k={Q.shape[-1]} like Q, got shape {tuple(K.shape)}")
+    if V.shape[-2] != K.shape[-2]:
+        raise ValueError(
+            f"V must have as many rows as K (n_keys={K.shape[-2]}), got shape {tuple(V.shape)}"
+        )
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])  # (..., n_queries, n_keys)
+    if mask is not None:
+        validation.tensor("mask", mask)
+        if mask.dtype != torch.bool:
+            raise TypeError(f"mask must be a boolean tensor (True = may attend), got dtype {mask.dtype}")
+        if mask.ndim < 2 or mask.shape[-2:] != scores.shape[-2:]:
+            raise ValueError(
+                f"mask must end in (n_queries, n_keys)={tuple(scores.shape[-2:])}, got shape {tuple(mask.shape)}"
+            )
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return softmax(scores, dim=-1) @ V  # (..., n_queries, d_v)
+
+
+def rope_angles(theta: float, d_k: int, max_seq_len: int) -> torch.Tensor:
+    """Rotation angles (max_seq_len, d_k // 2): position i, pair k turns by i · theta^(-2k/d_k).
+
+    Pair 0 turns by one radian per position (a fast clock); the last pair by almost
+    theta⁻¹ (a slow clock). Computed in float64 so that large positions keep their
+    accuracy before the cast to float32.
+    """
+    validation.positive_float("theta", theta)
+    validation.positive_int("d_k", d_k)
+    validation.positive_int("max_seq_len", max_seq_len)
+    if d_k % 2:
+        raise ValueError(f"d_k must be even for RoPE (it rotates pairs of dimensions), got {d_k}")
+    inv_freq = theta ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)  # (d_k/2,)
+    positions = torch.arange(max_seq_len, dtype=torch.float64)  # (max_seq_len,)
+    return torch.outer(positions, inv_freq)  # (max_seq_len, d_k/2)
+
+
+def apply_rope(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing: str = "interleaved"
+) -> torch.Tensor:
+    """Rotate pairs of the last dimension of ``x`` by angles whose cos/sin are given.
+
+    ``x`` is (..., seq_len, d_k); ``cos`` and ``sin`` are (..., seq_len, d_k/2) and
+    broadcast against it. ``pairing`` says which dimensions form a pair:
+
+    - ``"interleaved"`` (RoFormer, CS336): (0, 1), (2, 3), …
+    - ``"half"`` (Hugging Face Llama's ``rotate_half``): (0, d/2), (1, d/2 + 1), …
+
+    Both are the same rotation once the dimensions are permuted; no d×d matrix is built.
+    """
+    validation.choice("pairing", pairing, ("interleaved", "half"))
+    cos = cos.to(x.dtype)
+    sin = sin.to(x.dtype)
+    if pairing == "interleaved":
+        x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., seq_len, d_k/2) each
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+    x1, x2 = x.chunk(2, dim=-1)  # (..., seq_len, d_k/2) each
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)

@@ -1,0 +1,69 @@
+"""The Transformer language model: embeddings, a stack of blocks, a final norm, a head.
+
+Closing section of notebook 04; the course's training experiments use small instances.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from prenorm_lib import validation
+from prenorm_lib.block import TransformerBlock
+from prenorm_lib.layers import Embedding, Linear
+from prenorm_lib.norm import RMSNorm
+
+
+class TransformerLM(nn.Module):
+    """Token ids (..., seq_len) → next-token logits (..., seq_len, vocab_size).
+
+    Parameter names follow the CS336 handout: ``token_embeddings``, ``layers.{i}.…``,
+    ``ln_final``, ``lm_head``. Only the pre-norm model has a final norm: its residual
+    stream is never normalised inside the stack, so the head needs one; a post-norm
+    stack already ends in a norm, and the no-norm ablation has none anywhere.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        context_length: int,
+        d_model: int,
+        num_layers: int,
+        num_heads: int,
+        d_ff: int,
+        rope_theta: float | None = 10000.0,
+        norm: str = "pre",
+        ffn: str = "swiglu",
+        eps: float = 1e-5,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__()
+        self.vocab_size = validation.positive_int("vocab_size", vocab_size)
+        self.context_length = validation.positive_int("context_length", context_length)
+        validation.positive_int("num_layers", num_layers)
+        self.token_embeddings = Embedding(vocab_size, d_model, device=device, dtype=dtype)
+        self.layers = nn.ModuleList(
+            TransformerBlock(
+                d_model, num_heads, d_ff, context_length, rope_theta=rope_theta,
+                norm=norm, ffn=ffn, eps=eps, device=device, dtype=dtype,
+            )
+            for _ in range(num_layers)
+        )
+        self.ln_final = RMSNorm(d_model, eps=eps, device=device, dtype=dtype) if norm == "pre" else nn.Identity()
+        self.lm_head = Linear(d_model, vocab_size, device=device, dtype=dtype)
+
+    def forward(self, token_ids: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:
+        if token_ids.ndim and token_ids.shape[-1] > self.context_length:
+            raise ValueError(
+                f"token_ids has seq_len={token_ids.shape[-1]}, longer than context_length={self.context_length}"
+            )
+        x = self.token_embeddings(token_ids)  # (..., T, d_model)
+        for layer in self.layers:
+            x = layer(x, token_positions)
+        return self.lm_head(self.ln_final(x))  # (..., T, vocab_size)
+
+    def num_parameters(self, include_embeddings: bool = True) -> int:
+        """Number of trainable parameters (optionally without the embedding table)."""
+        total = sum(p.numel() for p in self.parameters())
+        return total if include_embeddings else total - self.token_embeddings.weight.numel()
