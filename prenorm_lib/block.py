@@ -52,6 +52,7 @@ class TransformerBlock(nn.Module):
         validation.choice("ffn", ffn, FFN_KINDS)
         validation.positive_int("d_ff", d_ff)
         validation.positive_int("max_seq_len", max_seq_len)
+        validation.positive_float("eps", eps)  # checked even with norm="none", where it goes unused
         self.attn = MultiHeadSelfAttention(
             d_model, num_heads, max_seq_len=max_seq_len, rope_theta=rope_theta, device=device, dtype=dtype
         )

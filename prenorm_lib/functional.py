@@ -18,6 +18,7 @@ __all__ = [
     "causal_mask",
     "relu",
     "rms_norm",
+    "prms_norm",
     "rope_angles",
     "scaled_dot_product_attention",
     "silu",
@@ -26,22 +27,42 @@ __all__ = [
 ]
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5, *, upcast: bool = True) -> torch.Tensor:
     """RMSNorm over the last dimension: ``x / sqrt(mean(x**2) + eps) * weight``.
 
-    The arithmetic happens in float32 whatever the input dtype: the squares of fp16
-    activations of a few hundred already overflow fp16's maximum (65504), and bf16 has
-    too few mantissa bits for an accurate mean. The result is cast back to ``x.dtype``.
+    The arithmetic happens in (at least) float32 whatever the input dtype: the squares of
+    fp16 activations of a few hundred already overflow fp16's maximum (65504), and bf16
+    has too few mantissa bits for an accurate mean. The result is cast back to ``x.dtype``.
+    ``upcast=False`` computes in the input's own dtype — the mistake the upcast prevents,
+    kept so that notebook 01 can show what goes wrong.
     """
     validation.floating("x", x)
     validation.last_dim("weight", weight, x.shape[-1], "x.shape[-1]")
     if weight.ndim != 1:
         raise ValueError(f"weight must be 1-D with shape ({x.shape[-1]},), got {tuple(weight.shape)}")
     validation.positive_float("eps", eps)
-    in_dtype = x.dtype
-    x32 = x.to(torch.float32)
-    inv_rms = torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)  # (..., 1)
-    return (x32 * inv_rms * weight.to(torch.float32)).to(in_dtype)
+    compute_dtype = torch.promote_types(x.dtype, torch.float32) if upcast else x.dtype
+    xc = x.to(compute_dtype)
+    inv_rms = torch.rsqrt(xc.pow(2).mean(dim=-1, keepdim=True) + eps)  # (..., 1)
+    return (xc * inv_rms * weight.to(compute_dtype)).to(x.dtype)
+
+
+def prms_norm(x: torch.Tensor, weight: torch.Tensor, p: float = 0.0625, eps: float = 1e-5) -> torch.Tensor:
+    """Partial RMSNorm (Zhang & Sennrich 2019): the RMS is estimated from the first ``p`` of the channels.
+
+    When channels are roughly exchangeable, the mean square of the first ``ceil(p·d)``
+    channels estimates that of all ``d``, so the reduction reads only a fraction of the
+    vector; the rescaling still touches every element. The paper used p = 6.25 %.
+    """
+    validation.floating("x", x)
+    validation.last_dim("weight", weight, x.shape[-1], "x.shape[-1]")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+        raise ValueError(f"p must be a fraction in (0, 1], got {p!r}")
+    validation.positive_float("eps", eps)
+    k = max(1, math.ceil(p * x.shape[-1]))
+    x32 = x.to(torch.promote_types(x.dtype, torch.float32))
+    inv_rms = torch.rsqrt(x32[..., :k].pow(2).mean(dim=-1, keepdim=True) + eps)  # (..., 1)
+    return (x32 * inv_rms * weight.to(x32.dtype)).to(x.dtype)
 
 
 def relu(x: torch.Tensor) -> torch.Tensor:
@@ -105,12 +126,21 @@ def scaled_dot_product_attention(
         validation.tensor("mask", mask)
         if mask.dtype != torch.bool:
             raise TypeError(f"mask must be a boolean tensor (True = may attend), got dtype {mask.dtype}")
-        if mask.ndim < 2 or mask.shape[-2:] != scores.shape[-2:]:
+        if not _broadcasts_to(mask.shape, scores.shape):
             raise ValueError(
-                f"mask must end in (n_queries, n_keys)={tuple(scores.shape[-2:])}, got shape {tuple(mask.shape)}"
+                f"mask must broadcast to the scores' shape (..., n_queries, n_keys)={tuple(scores.shape)}, "
+                f"got shape {tuple(mask.shape)}"
             )
         scores = scores.masked_fill(~mask, float("-inf"))
     return softmax(scores, dim=-1) @ V  # (..., n_queries, d_v)
+
+
+def _broadcasts_to(shape: torch.Size, target: torch.Size) -> bool:
+    """True if a tensor of ``shape`` broadcasts to ``target`` without changing ``target``."""
+    try:
+        return len(shape) >= 2 and torch.broadcast_shapes(shape, target) == target
+    except RuntimeError:
+        return False
 
 
 def rope_angles(theta: float, d_k: int, max_seq_len: int) -> torch.Tensor:

@@ -41,6 +41,7 @@ class TransformerLM(nn.Module):
         super().__init__()
         self.vocab_size = validation.positive_int("vocab_size", vocab_size)
         self.context_length = validation.positive_int("context_length", context_length)
+        validation.positive_int("d_model", d_model)
         validation.positive_int("num_layers", num_layers)
         self.token_embeddings = Embedding(vocab_size, d_model, device=device, dtype=dtype)
         self.layers = nn.ModuleList(
@@ -54,6 +55,7 @@ class TransformerLM(nn.Module):
         self.lm_head = Linear(d_model, vocab_size, device=device, dtype=dtype)
 
     def forward(self, token_ids: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:
+        validation.tensor("token_ids", token_ids)
         if token_ids.ndim and token_ids.shape[-1] > self.context_length:
             raise ValueError(
                 f"token_ids has seq_len={token_ids.shape[-1]}, longer than context_length={self.context_length}"

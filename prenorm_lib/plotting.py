@@ -39,7 +39,7 @@ HOUSE_STYLE = {
     "savefig.bbox": "tight",
     "font.size": 10,
     "axes.titlesize": 11,
-    "axes.titleweight": "semibold",
+    "axes.titleweight": "bold",
     "axes.labelsize": 10,
     "axes.spines.top": False,
     "axes.spines.right": False,

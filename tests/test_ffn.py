@@ -1,0 +1,102 @@
+"""SwiGLU and the two-matrix FFN against formulas built from torch's F.linear and F.silu."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+from torch.testing import assert_close
+
+from prenorm_lib.ffn import FeedForward, SwiGLU, make_ffn, swiglu_hidden_dim
+
+seeds = st.integers(0, 2**16)
+
+
+def swiglu_reference(ffn: SwiGLU, x: torch.Tensor) -> torch.Tensor:
+    """W2 (SiLU(W1 x) ⊙ W3 x) with torch's own linear and SiLU."""
+    gate = F.silu(F.linear(x, ffn.w1.weight))
+    return F.linear(gate * F.linear(x, ffn.w3.weight), ffn.w2.weight)
+
+
+@given(lead=st.lists(st.integers(1, 4), min_size=0, max_size=3), seed=seeds)
+def test_swiglu_matches_formula(lead, seed):
+    torch.manual_seed(seed)
+    ffn = SwiGLU(16, 40)
+    x = torch.randn(*lead, 16)
+    assert_close(ffn(x), swiglu_reference(ffn, x))
+
+
+def test_swiglu_weight_shapes():
+    ffn = SwiGLU(32, 96)
+    assert ffn.w1.weight.shape == (96, 32)
+    assert ffn.w2.weight.shape == (32, 96)
+    assert ffn.w3.weight.shape == (96, 32)
+
+
+@pytest.mark.parametrize(
+    ("d_model", "d_ff"),
+    [(1, 64), (64, 192), (256, 704), (512, 1344), (768, 2048), (1024, 2752), (4096, 10944)],
+)
+def test_default_hidden_dim_is_eight_thirds_rounded_to_64(d_model, d_ff):
+    assert swiglu_hidden_dim(d_model) == d_ff
+    assert SwiGLU(d_model, device="meta").d_ff == d_ff
+
+
+@given(d_model=st.integers(1, 8192))
+def test_default_hidden_dim_is_a_multiple_of_64_near_eight_thirds(d_model):
+    d_ff = swiglu_hidden_dim(d_model)
+    assert d_ff % 64 == 0
+    assert d_ff >= 64
+    assert abs(d_ff - 8 * d_model / 3) <= 32 or d_ff == 64
+
+
+def parameter_count(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+@pytest.mark.parametrize("d_model", [256, 512, 768, 1024, 4096])
+def test_swiglu_and_4x_ffn_have_matched_parameter_counts(d_model):
+    """3·d·d_ff vs 8·d²: equal up to the rounding of d_ff to a multiple of 64."""
+    swiglu = SwiGLU(d_model, device="meta")  # meta: shapes without memory
+    classic = FeedForward(d_model, device="meta")
+    assert parameter_count(swiglu) == 3 * d_model * swiglu.d_ff
+    assert parameter_count(classic) == 8 * d_model**2
+    assert abs(parameter_count(swiglu) - parameter_count(classic)) <= 3 * d_model * 64
+
+
+@pytest.mark.parametrize(("activation", "reference"), [("relu", torch.relu), ("silu", F.silu)])
+@given(lead=st.lists(st.integers(1, 4), min_size=0, max_size=3), seed=seeds)
+def test_feed_forward_matches_formula(activation, reference, lead, seed):
+    torch.manual_seed(seed)
+    ffn = FeedForward(12, 48, activation=activation)
+    x = torch.randn(*lead, 12)
+    assert_close(ffn(x), F.linear(reference(F.linear(x, ffn.w1.weight)), ffn.w2.weight))
+
+
+def test_feed_forward_default_hidden_dim_is_four_times_d_model():
+    ffn = FeedForward(24)
+    assert ffn.d_ff == 96
+    assert ffn.w1.weight.shape == (96, 24)
+    assert ffn.w2.weight.shape == (24, 96)
+
+
+def test_swapping_gate_and_value_changes_the_output():
+    """SiLU acts on W1 x only, so W1 and W3 play different roles."""
+    ffn = SwiGLU(16, 64)
+    x = torch.randn(5, 16)
+    before = ffn(x)
+    with torch.no_grad():
+        w1 = ffn.w1.weight.clone()
+        ffn.w1.weight.copy_(ffn.w3.weight)
+        ffn.w3.weight.copy_(w1)
+    assert (ffn(x) - before).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize(("kind", "cls"), [("swiglu", SwiGLU), ("silu", FeedForward), ("relu", FeedForward)])
+def test_make_ffn_builds_the_named_network(kind, cls):
+    ffn = make_ffn(kind, 8, 32)
+    assert type(ffn) is cls
+    if cls is FeedForward:
+        assert ffn.activation == kind

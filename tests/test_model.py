@@ -1,0 +1,87 @@
+"""TransformerLM: output shape, the CS336 state-dict layout, and a save/load round trip."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from prenorm_lib.model import TransformerLM
+
+VOCAB, CONTEXT, D_MODEL, LAYERS, HEADS, D_FF = 40, 12, 16, 2, 4, 32
+
+
+def make_model(norm: str = "pre", ffn: str = "swiglu") -> TransformerLM:
+    return TransformerLM(VOCAB, CONTEXT, D_MODEL, LAYERS, HEADS, D_FF, norm=norm, ffn=ffn)
+
+
+def cs336_shapes(num_layers: int, with_norms: bool, with_final_norm: bool) -> dict[str, tuple[int, ...]]:
+    """The handout's parameter names and shapes, written out independently of the model."""
+    shapes = {"token_embeddings.weight": (VOCAB, D_MODEL)}
+    for i in range(num_layers):
+        for proj in ("q_proj", "k_proj", "v_proj", "output_proj"):
+            shapes[f"layers.{i}.attn.{proj}.weight"] = (D_MODEL, D_MODEL)
+        if with_norms:
+            shapes[f"layers.{i}.ln1.weight"] = (D_MODEL,)
+            shapes[f"layers.{i}.ln2.weight"] = (D_MODEL,)
+        shapes[f"layers.{i}.ffn.w1.weight"] = (D_FF, D_MODEL)
+        shapes[f"layers.{i}.ffn.w2.weight"] = (D_MODEL, D_FF)
+        shapes[f"layers.{i}.ffn.w3.weight"] = (D_FF, D_MODEL)
+    if with_final_norm:
+        shapes["ln_final.weight"] = (D_MODEL,)
+    shapes["lm_head.weight"] = (VOCAB, D_MODEL)
+    return shapes
+
+
+@pytest.mark.parametrize("lead", [(), (3,), (2, 3)])
+def test_logits_shape(lead):
+    tokens = torch.randint(0, VOCAB, (*lead, 7))
+    assert make_model()(tokens).shape == (*lead, 7, VOCAB)
+
+
+@pytest.mark.parametrize(
+    ("norm", "with_norms", "with_final_norm"), [("pre", True, True), ("post", True, False), ("none", False, False)]
+)
+def test_state_dict_has_exactly_the_cs336_layout(norm, with_norms, with_final_norm):
+    state = make_model(norm).state_dict()
+    expected = cs336_shapes(LAYERS, with_norms, with_final_norm)
+    assert set(state) == set(expected)
+    assert {name: tuple(t.shape) for name, t in state.items()} == expected
+
+
+def test_only_the_pre_norm_model_has_a_final_norm():
+    assert "ln_final.weight" in make_model("pre").state_dict()
+    assert "ln_final.weight" not in make_model("post").state_dict()
+    assert "ln_final.weight" not in make_model("none").state_dict()
+
+
+@pytest.mark.parametrize("norm", ["pre", "post", "none"])
+def test_saved_state_dict_loads_strictly_and_reproduces_logits(norm):
+    source, target = make_model(norm), make_model(norm)
+    tokens = torch.randint(0, VOCAB, (2, CONTEXT))
+    assert (source(tokens) - target(tokens)).abs().max() > 1e-3  # two different initialisations
+    buffer = io.BytesIO()
+    torch.save(source.state_dict(), buffer)
+    buffer.seek(0)
+    target.load_state_dict(torch.load(buffer, weights_only=True), strict=True)
+    assert torch.equal(target(tokens), source(tokens))
+
+
+def test_num_parameters_counts_every_weight():
+    model = make_model()
+    expected = sum(math.prod(shape) for shape in cs336_shapes(LAYERS, True, True).values())
+    assert model.num_parameters() == expected
+    assert model.num_parameters(include_embeddings=False) == expected - VOCAB * D_MODEL
+
+
+def test_token_positions_reach_rope():
+    """RoPE sees only offsets: shifting every position leaves the logits alone, spreading them does not."""
+    model = make_model()
+    tokens = torch.randint(0, VOCAB, (1, 5))
+    logits = model(tokens)
+    assert_close(model(tokens, torch.arange(5)), logits)
+    assert_close(model(tokens, torch.arange(3, 8)), logits, rtol=1e-4, atol=1e-4)
+    assert (model(tokens, torch.arange(0, 10, 2)) - logits).abs().max() > 1e-3

@@ -1,0 +1,200 @@
+"""RoPE against two formulations written here: RoFormer's complex numbers and Llama's rotate_half.
+
+Plus the properties the notebook claims: rotations keep norms, scores depend only on the
+offset m − n, the explicit block-diagonal matrix gives the same result, and the two
+pairings are one rotation in two storage orders.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from torch.testing import assert_close
+
+from prenorm_lib.rope import RotaryPositionalEmbedding, interleaved_to_half_permutation, rotation_matrix
+
+seeds = st.integers(0, 2**16)
+even_d_k = st.integers(1, 16).map(lambda half: 2 * half)
+thetas = st.sampled_from([100.0, 10000.0, 500000.0])
+
+
+def inverse_frequencies(theta: float, d_k: int) -> torch.Tensor:
+    """theta^(-2k/d_k) for k = 0 … d_k/2 − 1, in float64."""
+    return 1.0 / theta ** (torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
+
+
+def rope_complex(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    """RoFormer's view: pair (2k, 2k+1) is the complex number x_2k + i·x_2k+1, times e^{i·m·θ_k}."""
+    d_k = x.shape[-1]
+    angles = positions.to(torch.float64)[..., None] * inverse_frequencies(theta, d_k)  # (..., T, d_k/2)
+    turn = torch.polar(torch.ones_like(angles), angles)
+    pairs = torch.view_as_complex(x.to(torch.float64).reshape(*x.shape[:-1], d_k // 2, 2).contiguous())
+    return torch.view_as_real(pairs * turn).flatten(-2).to(x.dtype)
+
+
+def rope_rotate_half(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    """Hugging Face Llama's view: x·cos + rotate_half(x)·sin with cos, sin repeated over both halves."""
+    angles = positions.to(torch.float64)[..., None] * inverse_frequencies(theta, x.shape[-1])
+    angles = torch.cat((angles, angles), dim=-1)  # (..., T, d_k)
+    x1, x2 = x.to(torch.float64).chunk(2, dim=-1)
+    rotated_half = torch.cat((-x2, x1), dim=-1)
+    return (x.to(torch.float64) * angles.cos() + rotated_half * angles.sin()).to(x.dtype)
+
+
+@given(
+    lead=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+    seq_len=st.integers(1, 12),
+    d_k=even_d_k,
+    theta=thetas,
+    offset=st.integers(0, 400),
+    seed=seeds,
+)
+def test_interleaved_matches_complex_multiplication(lead, seq_len, d_k, theta, offset, seed):
+    torch.manual_seed(seed)
+    rope = RotaryPositionalEmbedding(theta, d_k, max_seq_len=512)
+    x = torch.randn(*lead, seq_len, d_k)
+    positions = torch.arange(offset, offset + seq_len)
+    assert_close(rope(x, positions), rope_complex(x, positions, theta), rtol=1e-5, atol=1e-5)
+
+
+@given(seq_len=st.integers(1, 12), d_k=even_d_k, theta=thetas, offset=st.integers(0, 400), seed=seeds)
+def test_half_pairing_matches_llama_rotate_half(seq_len, d_k, theta, offset, seed):
+    torch.manual_seed(seed)
+    rope = RotaryPositionalEmbedding(theta, d_k, max_seq_len=512, pairing="half")
+    x = torch.randn(2, seq_len, d_k)
+    positions = torch.arange(offset, offset + seq_len)
+    assert_close(rope(x, positions), rope_rotate_half(x, positions, theta), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("pairing", ["interleaved", "half"])
+@given(d_k=even_d_k, seed=seeds)
+def test_every_pair_keeps_its_length(pairing, d_k, seed):
+    torch.manual_seed(seed)
+    rope = RotaryPositionalEmbedding(10000.0, d_k, max_seq_len=256, pairing=pairing)
+    x = torch.randn(3, 20, d_k)
+    out = rope(x, torch.randint(0, 256, (20,)))
+
+    def pair_lengths(t):
+        first, second = (t[..., 0::2], t[..., 1::2]) if pairing == "interleaved" else t.chunk(2, dim=-1)
+        return torch.hypot(first, second)
+
+    assert_close(pair_lengths(out), pair_lengths(x))
+    assert_close(out.norm(dim=-1), x.norm(dim=-1))
+
+
+@given(m=st.integers(0, 1023), n=st.integers(0, 1023), shift=st.integers(0, 1024), seed=seeds)
+def test_score_depends_only_on_relative_position(m, n, shift, seed):
+    """<RoPE(q, m), RoPE(k, n)> = <RoPE(q, m + s), RoPE(k, n + s)> for every shift s."""
+    torch.manual_seed(seed)
+    rope = RotaryPositionalEmbedding(10000.0, 32, max_seq_len=2048)
+    q, k = torch.randn(1, 32), torch.randn(1, 32)
+
+    def score(query_position, key_position):
+        rotated_q = rope(q, torch.tensor([query_position]))
+        rotated_k = rope(k, torch.tensor([key_position]))
+        return (rotated_q * rotated_k).sum()
+
+    assert_close(score(m + shift, n + shift), score(m, n), rtol=1e-4, atol=1e-4)
+
+
+def test_score_does_change_with_relative_position():
+    """The contrast that gives the previous test teeth: a different offset, a different score."""
+    rope = RotaryPositionalEmbedding(10000.0, 32, max_seq_len=64)
+    q = k = torch.randn(1, 32)
+    scores = [(rope(q, torch.tensor([m])) * rope(k, torch.tensor([0]))).sum() for m in range(4)]
+    assert len({round(float(s), 4) for s in scores}) == 4
+
+
+@pytest.mark.parametrize("position", [0, 1, 2, 17, 100, 1000])
+def test_equals_explicit_block_diagonal_rotation(position):
+    rope = RotaryPositionalEmbedding(10000.0, 8, max_seq_len=1024)
+    x = torch.randn(5, 1, 8)  # five vectors, each a sequence of length 1
+    R = rotation_matrix(10000.0, 8, position)  # (d_k, d_k)
+    expected = x @ R.T  # R x for each row vector
+    assert_close(rope(x, torch.tensor([position])), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_rotation_matrix_is_block_diagonal_and_orthogonal():
+    R = rotation_matrix(10000.0, 8, 3)
+    off_blocks = R.clone()
+    for k in range(0, 8, 2):
+        off_blocks[k : k + 2, k : k + 2] = 0
+    assert torch.equal(off_blocks, torch.zeros(8, 8))
+    assert_close(R @ R.T, torch.eye(8))
+
+
+@given(d_k=even_d_k, offset=st.integers(0, 100), seed=seeds)
+def test_interleaved_and_half_agree_after_permutation(d_k, offset, seed):
+    torch.manual_seed(seed)
+    interleaved = RotaryPositionalEmbedding(10000.0, d_k, max_seq_len=128, pairing="interleaved")
+    half = RotaryPositionalEmbedding(10000.0, d_k, max_seq_len=128, pairing="half")
+    perm = interleaved_to_half_permutation(d_k)
+    x = torch.randn(2, 7, d_k)
+    positions = torch.arange(offset, offset + 7)
+    assert_close(half(x[..., perm], positions), interleaved(x, positions)[..., perm])
+
+
+def test_the_two_pairings_differ_without_the_permutation():
+    x = torch.randn(1, 4, 8)
+    interleaved = RotaryPositionalEmbedding(10000.0, 8, 16, pairing="interleaved")
+    half = RotaryPositionalEmbedding(10000.0, 8, 16, pairing="half")
+    assert (interleaved(x) - half(x)).abs().max() > 1e-2
+
+
+def test_permutation_is_evens_then_odds():
+    assert interleaved_to_half_permutation(8).tolist() == [0, 2, 4, 6, 1, 3, 5, 7]
+
+
+@pytest.mark.parametrize("positions_shape", ["(B, 1, T)", "(T,)"])
+def test_positions_broadcast_over_batch_and_heads(positions_shape):
+    B, H, T, d_k = 2, 3, 5, 8
+    rope = RotaryPositionalEmbedding(10000.0, d_k, max_seq_len=64)
+    x = torch.randn(B, H, T, d_k)
+    if positions_shape == "(T,)":
+        positions = torch.arange(10, 10 + T)
+    else:
+        positions = torch.stack((torch.arange(T), torch.arange(20, 20 + T)))[:, None, :]  # (B, 1, T)
+    out = rope(x, positions)
+    assert out.shape == x.shape
+    assert_close(out, rope_complex(x, positions.expand(B, H, T), 10000.0), rtol=1e-5, atol=1e-5)
+
+
+def test_default_positions_are_zero_to_seq_len():
+    rope = RotaryPositionalEmbedding(10000.0, 8, max_seq_len=16)
+    x = torch.randn(2, 6, 8)
+    assert torch.equal(rope(x), rope(x, torch.arange(6)))
+
+
+def test_arbitrary_positions_equal_slicing_a_longer_sequence():
+    """Generation at an offset or packed rows: gathering positions = rotating the full sequence, then slicing."""
+    rope = RotaryPositionalEmbedding(10000.0, 16, max_seq_len=64)
+    full = torch.randn(2, 40, 16)
+    rotated_full = rope(full)  # positions 0 … 39
+    picked = torch.tensor([3, 4, 5, 17, 18, 39, 0])  # neither contiguous nor sorted
+    assert_close(rope(full[:, picked], picked), rotated_full[:, picked])
+
+
+def test_packed_sequences_restart_their_positions():
+    rope = RotaryPositionalEmbedding(10000.0, 8, max_seq_len=16)
+    first, second = torch.randn(3, 8), torch.randn(4, 8)
+    packed = torch.cat((first, second))  # (7, 8): two documents in one row
+    positions = torch.tensor([0, 1, 2, 0, 1, 2, 3])
+    out = rope(packed, positions)
+    assert_close(out[:3], rope(first))
+    assert_close(out[3:], rope(second))
+
+
+def test_cos_sin_cache_is_not_saved_in_the_state_dict():
+    rope = RotaryPositionalEmbedding(10000.0, 8, max_seq_len=16)
+    assert dict(rope.state_dict()) == {}
+    assert {name for name, _ in rope.named_buffers()} == {"cos", "sin"}
+    assert list(rope.parameters()) == []
+
+
+@pytest.mark.parametrize("pairing", ["interleaved", "half"])
+def test_position_zero_is_the_identity(pairing):
+    rope = RotaryPositionalEmbedding(10000.0, 12, max_seq_len=8, pairing=pairing)
+    x = torch.randn(4, 1, 12)
+    assert torch.equal(rope(x, torch.tensor([0])), x)
