@@ -70,7 +70,7 @@ site: $(STAMP)
 
 ## Classroom mode: make demo NB=03
 demo: $(STAMP)
-	$(BIN)/voila --no-browser=False $(wildcard notebooks/$(NB)_*.ipynb)
+	$(BIN)/voila $(firstword $(wildcard notebooks/$(NB)_*.ipynb))
 
 clean:
 	rm -rf $(VENV) _site .pytest_cache

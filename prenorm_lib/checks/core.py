@@ -66,7 +66,10 @@ def call_learner(exercise_id: str, fn: Callable[..., Any], *args: Any, **kwargs:
     the exception type and message instead of showing a traceback.
     """
     if not callable(fn):
-        raise Hint(exercise_id, f"expected a function, got {type(fn).__name__} — pass the function itself, not its result")
+        raise Hint(
+            exercise_id,
+            f"expected a function, got {type(fn).__name__} — pass the function itself, not its result",
+        )
     try:
         return fn(*args, **kwargs)
     except (NotImplementedError, Hint):

@@ -1,0 +1,119 @@
+"""Generate the exercise notebooks from the solution notebooks.
+
+Only the solution regions change; cells, ids, metadata and every stored
+output stay as the solution run left them, so the exercise notebook shows the
+learner what a correct run prints. Output is written exactly as JupyterLab
+writes (nbformat, indent 1, trailing newline), which makes rebuilding
+byte-stable and lets ``stale_notebooks`` compare bytes.
+"""
+
+from __future__ import annotations
+
+import copy
+import filecmp
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+from prenorm_lib.exercises.markers import (
+    Exercise,
+    NotebookError,
+    exercise_header,
+    scaffold_source,
+    validate_solution,
+)
+from prenorm_lib.exercises.paths import exercise_dir, solution_notebooks
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """Read without version conversion (a conversion would invent new cell ids)."""
+    with open(path, encoding="utf-8") as f:
+        nb = nbformat.read(f, as_version=nbformat.NO_CONVERT)
+    if nb.nbformat != 4 or nb.nbformat_minor < 5:
+        raise NotebookError(
+            f"{path.name}: nbformat {nb.nbformat}.{nb.nbformat_minor} has no cell ids; "
+            "open and save it in JupyterLab (nbformat 4.5 or later)"
+        )
+    return nb
+
+
+def write_notebook(nb: nbformat.NotebookNode, path: Path) -> None:
+    """Write as Jupyter does: nbformat's JSON (indent 1, sorted keys), trailing newline."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        nbformat.write(nb, f)
+
+
+def exercise_notebook(
+    solution: nbformat.NotebookNode, name: str
+) -> tuple[nbformat.NotebookNode, list[Exercise]]:
+    """The exercise version of one solution notebook, and its exercises."""
+    exercises = validate_solution(solution, name)
+    by_cell = {e.cell_id: e for e in exercises}
+    nb = copy.deepcopy(solution)
+    for cell in nb.cells:
+        exercise = by_cell.get(cell.id)
+        if exercise is not None:
+            cell.source = scaffold_source(cell.source, exercise.id, exercise.title)
+    return nb, exercises
+
+
+def has_learner_work(path: Path) -> bool:
+    """True if an exercise cell in ``path`` lost its placeholder, i.e. someone filled it in.
+
+    A stale generated notebook still has every placeholder; a learner's working
+    copy does not, and rebuilding would silently erase their answers.
+    """
+    nb = read_notebook(path)
+    return any(
+        cell.cell_type == "code" and exercise_header(cell.source) and "raise NotImplementedError(" not in cell.source
+        for cell in nb.cells
+    )
+
+
+def build_all(root: Path, out_dir: Path | None = None, force: bool = False) -> list[Path]:
+    """Write the exercise version of every solution notebook into ``out_dir``.
+
+    Exercise ids must be unique across the whole course, not just per notebook.
+    An exercise notebook holding a learner's answers is not overwritten unless
+    ``force`` is set.
+    """
+    out_dir = exercise_dir(root) if out_dir is None else out_dir
+    owners: dict[str, str] = {}
+    written = []
+    for path in solution_notebooks(root):
+        nb, exercises = exercise_notebook(read_notebook(path), path.name)
+        for exercise in exercises:
+            if exercise.id in owners:
+                raise NotebookError(
+                    f"Exercise {exercise.id} appears in both {owners[exercise.id]} and {path.name}"
+                )
+            owners[exercise.id] = path.name
+        target = out_dir / path.name
+        if not force and target.is_file() and has_learner_work(target):
+            raise NotebookError(
+                f"{target.name} in {out_dir.name}/ has filled-in exercises (your work?); copy it elsewhere "
+                "first, or rebuild with --force to overwrite it"
+            )
+        write_notebook(nb, target)
+        written.append(target)
+    return written
+
+
+def stale_notebooks(root: Path) -> list[str]:
+    """What is out of date in notebooks/exercises/, one message per file (empty if nothing)."""
+    problems = []
+    current = exercise_dir(root)
+    with tempfile.TemporaryDirectory(prefix="prenorm-build-") as tmp:
+        fresh = {p.name: p for p in build_all(root, Path(tmp))}
+        for name, path in fresh.items():
+            existing = current / name
+            if not existing.is_file():
+                problems.append(f"notebooks/exercises/{name} is missing")
+            elif not filecmp.cmp(path, existing, shallow=False):
+                problems.append(f"notebooks/exercises/{name} is stale (differs from a fresh build)")
+    if current.is_dir():
+        for orphan in sorted(set(p.name for p in current.glob("*.ipynb")) - set(fresh)):
+            problems.append(f"notebooks/exercises/{orphan} has no solution notebook notebooks/{orphan}")
+    return problems
