@@ -43,11 +43,17 @@ class RotaryPositionalEmbedding(nn.Module):
         if x.ndim < 2:
             raise ValueError(f"x must be (..., seq_len, d_k), got shape {tuple(x.shape)}")
         seq_len = x.shape[-2]
-        if token_positions is None:
-            token_positions = torch.arange(seq_len, device=x.device)
-        self._check_positions(token_positions, seq_len)
-        cos = self.cos[token_positions]  # (..., seq_len, d_k/2)
-        sin = self.sin[token_positions]  # (..., seq_len, d_k/2)
+        if token_positions is None:  # positions 0 … seq_len−1: a slice of the cache, no gather
+            if seq_len > self.max_seq_len:
+                raise ValueError(
+                    f"x has seq_len={seq_len}, so its positions reach {seq_len - 1}, but they must be "
+                    f"< max_seq_len={self.max_seq_len}; build the module with a larger max_seq_len"
+                )
+            cos, sin = self.cos[:seq_len], self.sin[:seq_len]  # (seq_len, d_k/2)
+        else:
+            self._check_positions(token_positions, seq_len)
+            cos = self.cos[token_positions]  # (..., seq_len, d_k/2)
+            sin = self.sin[token_positions]  # (..., seq_len, d_k/2)
         return functional.apply_rope(x, cos, sin, self.pairing)  # (..., seq_len, d_k)
 
     def _check_positions(self, positions: torch.Tensor, seq_len: int) -> None:
