@@ -1,7 +1,7 @@
 # prenorm — two commands matter: `make lab` (open the course) and `make test` (prove it).
 # Both create .venv from requirements.txt first if it is missing or out of date.
 
-PYTHON ?= python3
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
@@ -22,7 +22,7 @@ $(STAMP): requirements.txt pyproject.toml
 
 ## Open the course in JupyterLab.
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 ## Everything CI checks: lint, unit tests, every notebook under nbval, the exercise loop, the browser.
 test: $(STAMP) lint unit nbval exercises-verify browser

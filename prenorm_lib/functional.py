@@ -91,9 +91,10 @@ def swiglu(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor
 
     ``w1`` and ``w3`` are (d_ff, d_model); ``w2`` is (d_model, d_ff). ``W1 x`` is the gate,
     ``W3 x`` the value it scales: the product is linear in the value path, which gives
-    gradients a route that no activation squashes.
+    gradients a route that no activation squashes. The gate uses torch's fused SiLU (one
+    kernel forward and backward instead of three); the tests prove it equals :func:`silu`.
     """
-    gate = silu(x @ w1.T)  # (..., d_ff)
+    gate = torch.nn.functional.silu(x @ w1.T)  # (..., d_ff)
     value = x @ w3.T  # (..., d_ff)
     return (gate * value) @ w2.T  # (..., d_model)
 
@@ -177,7 +178,12 @@ def apply_rope(
     cos = cos.to(x.dtype)
     sin = sin.to(x.dtype)
     if pairing == "interleaved":
-        x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., seq_len, d_k/2) each
-        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+        # Pair (x1, x2) becomes (x1 cos − x2 sin, x2 cos + x1 sin). Written as
+        # x ⊙ [cos, cos] + swap(x) ⊙ [−sin, sin], it needs one pass over x per term; the
+        # repeated cos/sin are only (seq_len, d_k), and the sums are bit-for-bit the same.
+        cos_pairs = cos.repeat_interleave(2, dim=-1)  # (..., seq_len, d_k): c0 c0 c1 c1 …
+        sin_pairs = torch.stack((-sin, sin), dim=-1).flatten(-2)  # (..., seq_len, d_k): −s0 s0 −s1 s1 …
+        swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (..., seq_len, d_k): x1 x0 x3 x2 …
+        return x * cos_pairs + swapped * sin_pairs
     x1, x2 = x.chunk(2, dim=-1)  # (..., seq_len, d_k/2) each
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)

@@ -30,7 +30,9 @@ from pathlib import Path
 
 import jinja2
 import nbformat
+from markupsafe import Markup
 from nbconvert import HTMLExporter
+from nbconvert.filters.markdown import markdown2html_mistune
 
 ASSETS = Path(__file__).with_name("site_assets")
 NOTEBOOK_PATTERN = "[0-9][0-9]_*.ipynb"
@@ -57,12 +59,18 @@ class Lesson:
 
     source: Path
     title: str
-    description: str
+    description: str  # safe HTML: the notebook's first paragraph, Markdown rendered
     href: str
     download: str
     exercise_source: Path | None = None
     exercise_href: str | None = None
     figures: list[dict] = field(default_factory=list)
+
+
+def inline_markdown(text: str) -> Markup:
+    """A one-paragraph Markdown text (emphasis, code) as safe HTML for the index page."""
+    rendered = markdown2html_mistune(text).strip()
+    return Markup(rendered.removeprefix("<p>").removesuffix("</p>"))
 
 
 def first_heading_and_paragraph(notebook: nbformat.NotebookNode) -> tuple[str, str]:
@@ -79,7 +87,7 @@ def first_heading_and_paragraph(notebook: nbformat.NotebookNode) -> tuple[str, s
                 block = rest.strip()
             if title and block and not block.startswith(("#", "```", "|", "<")):
                 description = " ".join(block.split())
-                return title, description
+                return title, inline_markdown(description)
     return title, description
 
 
