@@ -110,16 +110,17 @@ def draw_scale_histograms(c: float = 1.0, d_model: int = 512) -> plt.Figure:
     x = c * _scale_sample(d_model)
     y = functional.rms_norm(x, torch.ones(d_model))
     x_rms = x.pow(2).mean().sqrt().item()
-    fig, (ax_in, ax_out) = plt.subplots(1, 2, figsize=(7.2, 2.8))
-    ax_in.hist(x.numpy(), bins=40, color=COLORS["input"])
+    fig, (ax_in, ax_out) = plt.subplots(1, 2, figsize=(7.2, 2.8), layout="constrained")
+    # np.histogram + stairs draws one path per panel instead of 40 bar patches: the slider
+    # redraws this figure on every move, so it must stay quick.
+    ax_in.stairs(*np.histogram(x.numpy(), bins=40), fill=True, color=COLORS["input"])
     ax_in.set_title(f"input c·x, c = {c:.3g} (RMS {x_rms:.3g})", fontsize=10)
     ax_in.set_xlabel("value")
-    ax_out.hist(y.numpy(), bins=np.linspace(-4, 4, 41), color=COLORS["rmsnorm"])
+    ax_out.stairs(*np.histogram(y.numpy(), bins=np.linspace(-4, 4, 41)), fill=True, color=COLORS["rmsnorm"])
     ax_out.set_xlim(-4, 4)
     ax_out.set_ylim(0, 60)
     ax_out.set_title(f"RMSNorm(c·x)  (RMS {y.pow(2).mean().sqrt().item():.3g})", fontsize=10)
     ax_out.set_xlabel("value")
-    fig.tight_layout()
     return fig
 
 
