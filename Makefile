@@ -70,7 +70,7 @@ site: $(STAMP)
 
 ## Classroom mode: make demo NB=03
 demo: $(STAMP)
-	$(BIN)/voila $(firstword $(wildcard notebooks/$(NB)_*.ipynb))
+	$(PY) -m prenorm_lib.classroom $(NB)
 
 clean:
 	rm -rf $(VENV) _site .pytest_cache

@@ -1,9 +1,10 @@
-"""Classroom mode (`make demo NB=03`): the notebook as a Voilà app, code hidden.
+"""Classroom mode (`make demo NB=03`): the notebook as a Voilà dashboard.
 
-Voilà runs a copy of notebooks/03_*.ipynb (PRENORM_DEMO picks another number)
-on 127.0.0.1 with isolated Jupyter folders. The test waits for the page, checks
-that no code is shown and no cell failed, then moves every slider with the
-keyboard and the mouse and checks that what it draws changes.
+Voilà runs the classroom view of notebooks/03_*.ipynb (PRENORM_DEMO picks another
+number; :func:`prenorm_lib.classroom.write_dashboard` derives it) on 127.0.0.1 with
+isolated Jupyter folders. The test waits for the page, checks that no code and no
+printed text is shown and no cell failed, then moves every slider with the keyboard
+and the mouse and checks that what it draws changes.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from prenorm_lib.classroom import write_dashboard
+
 from ._chromium import block_external_requests, screenshot_whole_page
-from ._servers import copy_notebooks, voila
+from ._servers import voila
 from ._widgets import SLIDER, move_by_drag, move_by_keyboard, output_of, slider_label
 from .conftest import notebook_folder
 
@@ -26,6 +29,7 @@ PAGE_TIMEOUT_MS = 180_000
 # fail; anything else fetched from outside would be a real dependency.
 TOLERATED_EXTERNAL = ("cdn.jsdelivr.net/npm/@fortawesome/fontawesome-free",)
 ERROR_OUTPUT = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']"
+TEXT_OUTPUT = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']"
 
 
 def demo_notebook() -> Path:
@@ -45,8 +49,9 @@ def widget_views(notebook: Path) -> int:
 def test_voila_hides_code_and_sliders_redraw(page, scratch: Path,
                                              artifacts: Path, timing_report) -> None:
     notebook = demo_notebook()
-    served = copy_notebooks(notebook.parent, scratch / "voila-notebooks", clear_outputs=False)
-    with voila(served / notebook.name, scratch / "voila-home") as server:
+    folder = scratch / "voila-notebooks"
+    folder.mkdir(parents=True, exist_ok=True)
+    with voila(write_dashboard(notebook, folder), scratch / "voila-home") as server:
         leaving = block_external_requests(page)
         started = time.monotonic()
         page.goto(server.url("/"), wait_until="load", timeout=PAGE_TIMEOUT_MS)
@@ -58,6 +63,8 @@ def test_voila_hides_code_and_sliders_redraw(page, scratch: Path,
 
         assert page.locator(".jp-CodeCell .jp-InputArea").count() == 0, "Voilà shows code cells"
         assert page.locator(".jp-Cell").count() > 0, "Voilà rendered no cells"
+        assert page.locator(TEXT_OUTPUT).count() == 0, "the classroom view shows printed text"
+        assert page.locator(".jp-OutputArea-output img").count() > 0, "the classroom view shows no plot"
         errors = page.locator(ERROR_OUTPUT).all_inner_texts()
         assert not errors, f"{notebook.name}: cells failed under Voilà:\n" + "\n---\n".join(errors)
         screenshot_whole_page(page, artifacts / f"demo_{notebook.stem}.png")
