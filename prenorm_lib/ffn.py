@@ -66,6 +66,16 @@ class FeedForward(nn.Module):
         return f"activation={self.activation!r}"
 
 
+def default_hidden_dim(kind: str, d_model: int) -> int:
+    """The d_ff each FFN gets unless told otherwise: 8/3·d_model (rounded) for SwiGLU, 4·d_model else.
+
+    This is the CS336 ablation recipe: the weights then match to within one multiple of 64
+    of d_ff (exactly at d_model = 768; at the course's d_model = 64 SwiGLU has 12.5 % more).
+    """
+    validation.choice("ffn", kind, ("swiglu", "silu", "relu"))
+    return swiglu_hidden_dim(d_model) if kind == "swiglu" else 4 * validation.positive_int("d_model", d_model)
+
+
 def make_ffn(kind: str, d_model: int, d_ff: int | None = None, device=None, dtype=None) -> nn.Module:
     """Build the feed-forward network named ``kind``: "swiglu", "silu" or "relu"."""
     validation.choice("ffn", kind, ("swiglu", "silu", "relu"))

@@ -47,7 +47,10 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5, *, upcast
     return (xc * inv_rms * weight.to(compute_dtype)).to(x.dtype)
 
 
-def prms_norm(x: torch.Tensor, weight: torch.Tensor, p: float = 0.0625, eps: float = 1e-5) -> torch.Tensor:
+PRMS_FRACTION = 0.0625  # Zhang & Sennrich's p = 6.25 %
+
+
+def prms_norm(x: torch.Tensor, weight: torch.Tensor, p: float = PRMS_FRACTION, eps: float = 1e-5) -> torch.Tensor:
     """Partial RMSNorm (Zhang & Sennrich 2019): the RMS is estimated from the first ``p`` of the channels.
 
     When channels are roughly exchangeable, the mean square of the first ``ceil(p·d)``

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from prenorm_lib import validation
 from prenorm_lib.data import VOCABULARY, Corpus, get_batch
-from prenorm_lib.ffn import swiglu_hidden_dim
+from prenorm_lib.ffn import default_hidden_dim
 from prenorm_lib.model import TransformerLM
 from prenorm_lib.probes import gradient_norms_by_layer, next_token_loss, recording_residual_norms
 
@@ -221,17 +221,6 @@ def train(model: nn.Module, corpus: Corpus, config: TrainConfig | None = None, p
     return history
 
 
-def _matched_d_ff(ffn: str, d_model: int) -> int:
-    """SwiGLU's hidden size, or the two-matrix hidden size with the same parameter count.
-
-    SwiGLU has three (d_model × d_ff) matrices, a ReLU/SiLU network two; giving the latter
-    1.5 × SwiGLU's d_ff makes the comparison one of architecture, not of size
-    (d_model = 64: 192 for SwiGLU, 288 for ReLU/SiLU).
-    """
-    swiglu_d_ff = swiglu_hidden_dim(d_model)
-    return swiglu_d_ff if ffn == "swiglu" else 3 * swiglu_d_ff // 2
-
-
 _MODEL_ARGUMENTS = tuple(inspect.signature(TransformerLM).parameters)
 
 
@@ -239,8 +228,8 @@ def model_config(**overrides) -> dict:
     """Keyword arguments of the course's tiny TransformerLM, with ``overrides`` applied.
 
     Defaults: the grammar's vocabulary, d_model 64, 2 layers, 4 heads, context 32, RoPE
-    (θ = 10000), pre-norm, SwiGLU. Unless given, ``d_ff`` follows the FFN kind so that
-    all FFNs have the same parameter count (see ``_matched_d_ff``).
+    (θ = 10000), pre-norm, SwiGLU. Unless given, ``d_ff`` is the FFN kind's default
+    (:func:`prenorm_lib.ffn.default_hidden_dim`: 192 for SwiGLU, 256 for ReLU/SiLU).
     """
     unknown = sorted(set(overrides) - set(_MODEL_ARGUMENTS))
     if unknown:
@@ -251,7 +240,7 @@ def model_config(**overrides) -> dict:
     )
     config.update(overrides)
     if "d_ff" not in overrides:
-        config["d_ff"] = _matched_d_ff(config["ffn"], config["d_model"])
+        config["d_ff"] = default_hidden_dim(config["ffn"], config["d_model"])
     return config
 
 

@@ -100,3 +100,11 @@ def test_make_ffn_builds_the_named_network(kind, cls):
     assert type(ffn) is cls
     if cls is FeedForward:
         assert ffn.activation == kind
+
+
+@pytest.mark.parametrize("kind", ["swiglu", "silu", "relu"])
+@pytest.mark.parametrize("d_model", [64, 512, 768])
+def test_default_hidden_dim_is_what_each_module_picks_by_itself(kind, d_model):
+    from prenorm_lib.ffn import default_hidden_dim, make_ffn
+
+    assert make_ffn(kind, d_model, device="meta").d_ff == default_hidden_dim(kind, d_model)

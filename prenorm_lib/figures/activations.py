@@ -7,7 +7,6 @@ here, so the README's figures and the notebook's pictures come from the same cod
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,7 +16,6 @@ import torch
 import torch.nn.functional as F
 
 from prenorm_lib import data, functional, train, validation
-from prenorm_lib.ffn import swiglu_hidden_dim
 from prenorm_lib.plotting import COLORS, mean_band
 
 __all__ = [
@@ -26,13 +24,11 @@ __all__ = [
     "FIGURES",
     "AblationResult",
     "activation_and_derivative",
-    "course_corpus",
     "draw_activations",
     "draw_ffn_ablation_loss",
     "draw_gate_surface",
     "draw_swish_beta",
     "ffn_ablation",
-    "ffn_d_ff",
     "negative_preactivation_fraction",
     "plot_ffn_ablation",
     "show_swish_beta",
@@ -134,16 +130,6 @@ def draw_gate_surface(limit: float = 4.0) -> plt.Figure:
 # --- the ablation: ReLU vs SiLU vs SwiGLU in the course's tiny LM ----------------------
 
 
-def ffn_d_ff(kind: str, d_model: int) -> int:
-    """The hidden size the ablation gives each FFN: 4·d_model for two matrices, 8/3 for SwiGLU.
-
-    This is the CS336 recipe (swiglu_ablation), not the exact match the library's
-    ``train.model_config`` uses by default; notebook 02 prints the parameter counts.
-    """
-    validation.choice("kind", kind, ABLATION_KINDS)
-    return swiglu_hidden_dim(d_model) if kind == "swiglu" else 4 * d_model
-
-
 @dataclass
 class AblationResult:
     """Histories and trained models of the ablation, by FFN kind (one entry per seed)."""
@@ -157,27 +143,19 @@ class AblationResult:
         return {kind: train.summarize(runs) for kind, runs in self.histories.items()}
 
 
-@functools.cache
-def course_corpus() -> data.Corpus:
-    """The course's grammar corpus, generated once per session (the notebook uses it twice)."""
-    return data.make_corpus()
-
-
-@functools.lru_cache(maxsize=4)
-def ffn_ablation(steps: int = 100, seeds: tuple[int, ...] = (0, 1, 2)) -> AblationResult:
+def ffn_ablation(corpus: data.Corpus, steps: int = 100, seeds: tuple[int, ...] = (0, 1, 2)) -> AblationResult:
     """Train the course's tiny LM with each FFN kind on the same data, steps, lr and seeds.
 
-    Cached: the notebook runs it once, and the loss-curve figure drawn afterwards reuses
-    the same runs instead of training again.
+    Each kind gets its default hidden size (``train.model_config``: 4·d_model for ReLU and
+    SiLU, 8/3·d_model rounded to 64 for SwiGLU), the CS336 ablation recipe.
     """
-    corpus = course_corpus()
     config = train.TrainConfig(steps=steps, eval_every=20)
     histories, models = {}, {}
     for kind in ABLATION_KINDS:
         built = []
 
         def make_model(seed, kind=kind, built=built):
-            model = train.build_model(corpus, seed, ffn=kind, d_ff=ffn_d_ff(kind, 64))
+            model = train.build_model(corpus, seed, ffn=kind)
             built.append(model)
             return model
 
@@ -236,8 +214,8 @@ def negative_preactivation_fraction(model: torch.nn.Module, token_ids: torch.Ten
 
 
 def draw_ffn_ablation_loss() -> plt.Figure:
-    """The loss-curve figure of the ablation (trains it first unless already cached)."""
-    return plot_ffn_ablation(ffn_ablation())
+    """The loss-curve figure of the ablation: trains the nine runs notebook 02 shows (≈15 s)."""
+    return plot_ffn_ablation(ffn_ablation(data.make_corpus()))
 
 
 FIGURES = {

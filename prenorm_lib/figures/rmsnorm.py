@@ -34,7 +34,6 @@ __all__ = [
     "time_norms",
 ]
 
-P_RMS_FRACTION = 0.0625  # Zhang & Sennrich's p = 6.25 %
 
 
 # --- why rescale: activation scale through a stack of random layers -------------------
@@ -126,7 +125,7 @@ def draw_scale_histograms(c: float = 1.0, d_model: int = 512) -> plt.Figure:
 
 # --- RMSNorm vs LayerNorm ------------------------------------------------------------
 
-def operation_counts(d_model: int, p: float = P_RMS_FRACTION) -> dict[str, dict[str, int]]:
+def operation_counts(d_model: int, p: float = functional.PRMS_FRACTION) -> dict[str, dict[str, int]]:
     """Work per vector of ``d_model`` numbers, counted from the definitions.
 
     Reductions are passes that sum over the vector; "elements reduced" is how many numbers
