@@ -10,7 +10,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 SOLUTION_NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
 .PHONY: setup lab test lint unit nbval exercises-verify browser figures notebooks \
-        exercises check grade bench site demo clean
+        exercises check grade bench site demo experiments experiment clean
 
 setup: $(STAMP)
 
@@ -58,6 +58,13 @@ check: $(STAMP)
 ## Grade a folder of learner notebooks: make grade DIR=submissions/
 grade: $(STAMP)
 	$(PY) -m prenorm_lib.exercises grade $(DIR)
+
+## Experiment records (results/*.json): make experiments (all), make experiment NAME=ffn_ablation (one).
+experiments: $(STAMP)
+	$(PY) -m prenorm_lib.experiments run
+
+experiment: $(STAMP)
+	$(PY) -m prenorm_lib.experiments run $(NAME)
 
 figures: $(STAMP)
 	$(PY) -m prenorm_lib.figures

@@ -93,7 +93,8 @@ class History:
     ``grad_norms`` maps each layer ("token_embeddings", "layers.0", …, "lm_head") to its
     gradient norm before clipping at the updates in ``norm_steps``; ``residual_norms``
     holds, for the same updates, the mean squared norm of the residual stream at depths
-    0 … L (embedding, then after each block) of that update's forward pass.
+    0 … L (embedding, then after each block) of that update's forward pass. ``metrics``
+    holds what an ``on_eval`` probe measured, one value per entry of ``val_steps``.
     """
 
     train_loss: list[float] = field(default_factory=list)
@@ -104,6 +105,7 @@ class History:
     norm_steps: list[int] = field(default_factory=list)
     grad_norms: dict[str, list[float]] = field(default_factory=dict)
     residual_norms: list[list[float]] = field(default_factory=list)
+    metrics: dict[str, list[float]] = field(default_factory=dict)
     diverged_at: int | None = None
     seconds: float = 0.0
 
@@ -136,12 +138,18 @@ def _validation_batches(corpus: Corpus, config: TrainConfig) -> list[tuple[torch
     ]
 
 
+def model_device(model: nn.Module) -> torch.device:
+    """Where the model's parameters live; batches are moved there (CPU for a parameterless model)."""
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
+
+
 def evaluate(model: nn.Module, batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> float:
     """Mean next-token loss over ``batches`` in eval mode, without gradients."""
     was_training = model.training
+    device = model_device(model)
     model.eval()
     with torch.no_grad():
-        loss = sum(next_token_loss(model, x, y).item() for x, y in batches) / len(batches)
+        loss = sum(next_token_loss(model, x.to(device), y.to(device)).item() for x, y in batches) / len(batches)
     model.train(was_training)
     return loss
 
@@ -152,20 +160,32 @@ def _has_diverged(loss: float, initial_loss: float | None, factor: float) -> boo
     return initial_loss is not None and loss > factor * initial_loss
 
 
-def train(model: nn.Module, corpus: Corpus, config: TrainConfig | None = None, progress: bool = True) -> History:
+def train(
+    model: nn.Module,
+    corpus: Corpus,
+    config: TrainConfig | None = None,
+    progress: bool = True,
+    on_eval: Callable[[nn.Module], dict[str, float]] | None = None,
+) -> History:
     """Train ``model`` on ``corpus`` in place and return what happened.
 
     The run stops early, recording ``diverged_at``, when a loss is inf/NaN or exceeds
     ``divergence_factor`` × the first step's loss; it never raises for that. Batches are
-    drawn from a generator seeded with ``config.seed``; validation windows are the same
-    for every run.
+    drawn from a generator seeded with ``config.seed`` (on the CPU, so the batch order is
+    the same on every device) and moved to the model's device; validation windows are the
+    same for every run. ``on_eval(model)``, if given, runs at every evaluation (step 0
+    included) and returns named numbers, recorded in ``history.metrics`` — e.g. the
+    agreement accuracy over training.
     """
     config = TrainConfig() if config is None else config
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     if not isinstance(corpus, Corpus):
         raise TypeError(f"corpus must be a Corpus (see prenorm_lib.data.make_corpus), got {type(corpus).__name__}")
+    if on_eval is not None and not callable(on_eval):
+        raise TypeError(f"on_eval must be a function model -> dict of numbers, got {type(on_eval).__name__}")
     history = History()
+    device = model_device(model)
     generator = torch.Generator().manual_seed(config.seed)
     val_batches = _validation_batches(corpus, config)
     optimizer = torch.optim.AdamW(
@@ -178,12 +198,14 @@ def train(model: nn.Module, corpus: Corpus, config: TrainConfig | None = None, p
     start = time.perf_counter()
     history.val_steps.append(0)
     history.val_loss.append(evaluate(model, val_batches))
+    _record_metrics(history, model, on_eval)
     bar = tqdm(total=config.steps, disable=not progress, desc="training", leave=False)
     for step in range(1, config.steps + 1):
         lr = lr_at(step, config)
         for group in optimizer.param_groups:
             group["lr"] = lr
         x, y = get_batch(corpus.train_ids, config.batch_size, config.context_length, generator)
+        x, y = x.to(device), y.to(device)
         record_norms = step % config.record_norms_every == 0 or step == 1
         if record_norms:
             with recording_residual_norms(model) as depth_norms:
@@ -214,11 +236,19 @@ def train(model: nn.Module, corpus: Corpus, config: TrainConfig | None = None, p
                 break
             history.val_steps.append(step)
             history.val_loss.append(val_loss)
+            _record_metrics(history, model, on_eval)
             bar.set_postfix(train=f"{loss_value:.3f}", val=f"{val_loss:.3f}", refresh=False)
         bar.update()
     bar.close()
     history.seconds = time.perf_counter() - start
     return history
+
+
+def _record_metrics(history: History, model: nn.Module, on_eval) -> None:
+    if on_eval is None:
+        return
+    for name, value in on_eval(model).items():
+        history.metrics.setdefault(name, []).append(float(value))
 
 
 _MODEL_ARGUMENTS = tuple(inspect.signature(TransformerLM).parameters)

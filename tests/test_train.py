@@ -140,3 +140,42 @@ def test_train_rejects_wrong_argument_types(corpus):
         train(build_model(corpus), corpus, {"steps": 3}, progress=False)
     with pytest.raises(TypeError, match="corpus"):
         train(build_model(corpus), corpus.train_ids, progress=False)
+
+
+def test_on_eval_records_a_metric_at_every_evaluation(corpus):
+    calls = []
+
+    def probe(model):
+        calls.append(model.training)
+        return {"calls": len(calls)}
+
+    history = train(build_model(corpus, seed=0), corpus, QUICK, progress=False, on_eval=probe)
+    assert history.val_steps == [0, 6, 12]
+    assert history.metrics == {"calls": [1.0, 2.0, 3.0]}
+    with pytest.raises(TypeError, match="on_eval must be a function"):
+        train(build_model(corpus, seed=0), corpus, QUICK, progress=False, on_eval=42)
+
+
+def test_batches_follow_the_model_device(corpus, monkeypatch):
+    """Every batch is moved to the device of the model's parameters (CUDA for a model on a GPU)."""
+    moved_to = []
+    original_to = torch.Tensor.to
+
+    def spy(self, *args, **kwargs):
+        if not self.is_floating_point():  # token ids: the batches
+            moved_to.append(args[0] if args else kwargs.get("device"))
+        return original_to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", spy)
+    model = build_model(corpus, seed=0)
+    train(model, corpus, dataclasses.replace(QUICK, steps=3, eval_every=3, eval_batches=1), progress=False)
+    device = next(model.parameters()).device
+    # 3 training batches × (x, y) + 2 evaluations × 1 batch × (x, y)
+    assert moved_to.count(device) >= 10, moved_to
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_training_runs_on_cuda(corpus):
+    model = build_model(corpus, seed=0).cuda()
+    history = train(model, corpus, QUICK, progress=False)
+    assert history.diverged_at is None and history.final_val_loss < history.val_loss[0]

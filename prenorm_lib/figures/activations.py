@@ -81,7 +81,6 @@ def draw_activations(x_min: float = -4.0, x_max: float = 4.0) -> plt.Figure:
     ax.set(xlabel="x", ylabel="f(x)  and  f′(x)", ylim=(-0.6, 2.2),
            title="Activations (solid) and their derivatives (dashed)")
     ax.legend(ncol=2, fontsize=8.5, loc="upper left")
-    fig.tight_layout()
     return fig
 
 
@@ -94,7 +93,6 @@ def draw_swish_beta(beta: float = 1.0) -> plt.Figure:
     ax.plot(x, swish(x, beta), color=COLORS["silu"], linewidth=2.2, label=f"x·σ({beta:.2g}·x)")
     ax.set(xlabel="x", ylabel="swish(x)", ylim=(-2.1, 4.1), title=f"Swish with β = {beta:.2g}  (β = 1 is SiLU)")
     ax.legend(loc="upper left", fontsize=9)
-    fig.tight_layout()
     return fig
 
 
@@ -123,7 +121,6 @@ def draw_gate_surface(limit: float = 4.0) -> plt.Figure:
     ax.set(xlabel="a = (W1 x)ᵢ   (gate input)", ylabel="b = (W3 x)ᵢ   (value)",
            title="The SwiGLU gate: silu(a) · b")
     ax.grid(False)
-    fig.tight_layout()
     return fig
 
 
@@ -186,7 +183,6 @@ def plot_ffn_ablation(result: AblationResult, zoom_from_step: int | None = None)
     axes[1].set(xlabel="update", xlim=(zoom_from_step, None), ylim=(min(later) - 0.02, max(later) + 0.02),
                 title=f"From update {zoom_from_step} (band: ±1 std over seeds)")
     axes[0].legend()
-    fig.tight_layout()
     return fig
 
 

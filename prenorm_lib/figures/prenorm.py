@@ -130,7 +130,6 @@ def prenorm_vs_postnorm_diagram() -> plt.Figure:
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 6.2))
     for ax, placement in zip(axes, ("pre", "post"), strict=True):
         draw_block_diagram(ax, placement)
-    fig.tight_layout()
     return fig
 
 
@@ -187,7 +186,6 @@ def plot_grad_norms_by_layer(norms: Mapping[str, np.ndarray], title: str | None 
     ax.set_ylim(bottom=0)
     ax.set_title(title or f"FFN gradient norm by layer at initialisation ({n_seeds} seeds)")
     ax.legend()
-    fig.tight_layout()
     return fig
 
 
@@ -233,7 +231,6 @@ def plot_residual_norms(norms: Mapping[str, np.ndarray], d_model: int) -> plt.Fi
     ax_lin.set_title(f"Pre- vs post-norm (d = {d_model})")
     ax_log.set_yscale("log")
     ax_log.set_title("All three, log scale")
-    fig.tight_layout()
     return fig
 
 
@@ -268,7 +265,6 @@ def plot_last_layer_grad_by_depth(grads: Mapping[str, np.ndarray], depths: Seque
     ax.set_ylim(bottom=0)
     ax.set_title("Theorem 1: last-layer gradient vs depth")
     ax.legend()
-    fig.tight_layout()
     return fig
 
 
@@ -333,7 +329,6 @@ def plot_stability_grid(
     colorbar = fig.colorbar(image, ax=ax, shrink=0.85)
     colorbar.set_label("final validation loss")
     ax.set_title("Does it train? learning rate × warmup × norm placement")
-    fig.tight_layout()
     return fig
 
 
@@ -350,7 +345,6 @@ def plot_loss_curves(histories: Mapping[str, History], reference: float | None =
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy (nats)")
     ax.legend(fontsize=8, title="line: training batch, dots: validation", title_fontsize=8)
-    fig.tight_layout()
     return fig
 
 

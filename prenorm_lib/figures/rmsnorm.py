@@ -91,7 +91,6 @@ def draw_rms_by_depth(depth: int = 32) -> plt.Figure:
     ax.set_ylabel("RMS of the activations")
     ax.set_title("Without a volume control the scale drifts with depth")
     ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
     return fig
 
 
@@ -185,7 +184,6 @@ def draw_timing_ratios(timings: dict[str, float]) -> plt.Figure:
     ax.set_xlabel("time relative to LayerNorm (lower is faster)")
     ax.set_title("One normalisation call on the CPU, one thread")
     ax.set_xlim(0, max(ratios) * 1.2)
-    fig.tight_layout()
     return fig
 
 
@@ -251,7 +249,6 @@ def draw_gain_fit(losses: list[float], learned: torch.Tensor, target: torch.Tens
     ax_gain.set_ylabel("gain g")
     ax_gain.set_title("Gain after training (dotted: start)", fontsize=10)
     ax_gain.legend(fontsize=8)
-    fig.tight_layout()
     return fig
 
 
@@ -288,7 +285,6 @@ def rmsnorm_scale_and_overflow() -> plt.Figure:
     ax_o.set_ylabel("output")
     ax_o.set_title("fp16 input with |x| ≈ 300: x² overflows", fontsize=10)
     ax_o.legend(fontsize=8, loc="upper right", ncol=3, columnspacing=0.8, handletextpad=0.3)
-    fig.tight_layout()
     return fig
 
 

@@ -1,0 +1,120 @@
+"""Sliders that redraw a figure in place, fast enough to keep up with a hand on the slider.
+
+``ipywidgets.interact`` builds a new figure on every move: a new Figure, a new layout, a
+new output area. In a classroom that is a visible lag. A :class:`LiveFigure` builds its
+figure once; a move only calls ``update(**values)``, which changes the artists that depend
+on the slider (``set_ydata``, ``set_text``, …), and the same canvas is rendered again into
+an ``ipywidgets.Image``. Anything that does not depend on the slider is drawn once, when
+the figure is built.
+
+Displayed, a LiveFigure is the controls above the picture. Its display also carries the
+first frame as a PNG and a one-line ``text/plain`` description, so a page without a
+kernel (the static site, a notebook viewer) still shows the picture, and nbval compares a
+stable line rather than a widget's repr.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+__all__ = ["LiveFigure", "render_png"]
+
+
+def render_png(fig: Figure) -> bytes:
+    """The figure as PNG bytes at its own dpi, without re-running the layout or cropping."""
+    buffer = io.BytesIO()
+    fig.canvas.print_png(buffer, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+class LiveFigure:
+    """A figure, the controls that change it, and the callback that updates its artists.
+
+    ``update(**values)`` receives every control's current value by name and must change the
+    figure's artists in place; it is called once at construction, so the figure may be
+    built empty of slider-dependent data. The layout is computed once, on that first
+    frame, and then frozen: a move costs one draw, not a new layout (keep axis limits
+    fixed, or set them in ``update``).
+
+    ``description`` is the line a page without widgets shows (and nbval compares), e.g.
+    ``"RMSNorm and LayerNorm of a shifted vector (slider: shift)"``.
+    """
+
+    def __init__(
+        self,
+        fig: Figure,
+        update: Callable[..., Any],
+        controls: Mapping[str, widgets.ValueWidget],
+        description: str,
+    ):
+        if not isinstance(fig, Figure):
+            raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+        if not callable(update):
+            raise TypeError(f"update must be a function of the control values, got {type(update).__name__}")
+        if not controls:
+            raise ValueError("controls must name at least one widget, e.g. {'c': widgets.FloatSlider(...)}")
+        for name, control in controls.items():
+            if not isinstance(control, widgets.ValueWidget):
+                raise TypeError(f"controls[{name!r}] must be an ipywidgets value widget, got {type(control).__name__}")
+        if not isinstance(description, str) or not description.strip():
+            raise ValueError("description must be a non-empty line saying what the figure shows")
+        plt.close(fig)  # pyplot must not show it a second time at the end of the cell
+        self.fig = fig
+        FigureCanvasAgg(fig)
+        self.update = update
+        self.controls = dict(controls)
+        self.description = description
+        self.render_ms: list[float] = []
+        self.errors = widgets.Output()
+        self.image = widgets.Image(format="png")
+        self._redraw()
+        fig.set_layout_engine("none")  # positions fixed from the first frame on
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+        self.widget = widgets.VBox(
+            [widgets.HBox(list(self.controls.values())), self.image, self.errors],
+            layout=widgets.Layout(align_items="center"),
+        )
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """The controls' current values, by name."""
+        return {name: control.value for name, control in self.controls.items()}
+
+    def set(self, **values: Any) -> None:
+        """Move controls programmatically (as a learner would with the mouse); redraws once per control."""
+        unknown = sorted(set(values) - set(self.controls))
+        if unknown:
+            raise ValueError(f"no control named {unknown}; this figure has {sorted(self.controls)}")
+        for name, value in values.items():
+            self.controls[name].value = value
+
+    def frame(self) -> bytes:
+        """The PNG currently shown."""
+        return bytes(self.image.value)
+
+    def _on_change(self, _change) -> None:
+        with self.errors:  # a raising callback shows its traceback under the figure, not in a log
+            self.errors.clear_output()
+            self._redraw()
+
+    def _redraw(self) -> None:
+        start = time.perf_counter()
+        self.update(**self.values)
+        self.image.value = render_png(self.fig)
+        self.render_ms.append((time.perf_counter() - start) * 1e3)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude)
+        bundle["text/plain"] = self.description
+        bundle["image/png"] = base64.b64encode(self.frame()).decode("ascii")
+        return bundle
