@@ -36,7 +36,7 @@ def test_zero_mean_vector_has_mean_zero_and_rms_one():
 
 
 def test_shift_slider_shows_layer_norm_still_and_rms_norm_moving():
-    live = figs.shift_slider()
+    live = figs.shift_slider(shift=0.0)
     a = figs.zero_mean_vector(16)
     layer = _bar_heights(live, "LayerNorm (no bias)")
     np.testing.assert_allclose(layer, F.layer_norm(a, (16,), eps=1e-5).numpy(), atol=1e-6)
@@ -53,6 +53,12 @@ def test_shift_slider_shows_layer_norm_still_and_rms_norm_moving():
     assert gap > 1.0 and live.fig.axes[0].get_title().endswith(f"= {gap:.2f}")
     assert (rms > 0).all(), "a large positive shift pushes every RMSNorm output positive"
     assert live.frame() != first
+
+
+@pytest.mark.parametrize("shift", [3.5, -4.0, float("nan"), "1"])
+def test_shift_slider_refuses_a_start_off_the_slider(shift):
+    with pytest.raises(ValueError, match=r"shift must be a number in \[-3, 3\], got"):
+        figs.shift_slider(shift=shift)
 
 
 def test_timing_chart_shows_every_ratio_with_its_quartiles():

@@ -130,15 +130,18 @@ def zero_mean_vector(d_model: int = 16, seed: int = 0) -> torch.Tensor:
 SHIFT_LIMIT = 3.0
 
 
-def shift_slider(d_model: int = 16) -> LiveFigure:
-    """LayerNorm and RMSNorm of the same vector a + s, with the shift s on a slider.
+def shift_slider(d_model: int = 16, shift: float = 1.5) -> LiveFigure:
+    """LayerNorm and RMSNorm of the same vector a + s, with the shift s on a slider (starting at ``shift``).
 
     At s = 0 the vector has mean 0 and the two coincide (LayerNorm without bias *is*
     RMSNorm of the centred vector). Moving s, LayerNorm's bars stay where they are (it
     subtracts the mean first) while RMSNorm's drift towards a constant ±1 pattern: the
     common offset takes over the RMS budget and the differences between channels shrink.
+    It starts shifted, so that the still picture (a page without a kernel) shows the gap.
     One axes with few ticks: tick labels are most of what a frame costs to draw.
     """
+    if isinstance(shift, bool) or not isinstance(shift, (int, float)) or not abs(shift) <= SHIFT_LIMIT:
+        raise ValueError(f"shift must be a number in [-{SHIFT_LIMIT:g}, {SHIFT_LIMIT:g}], got {shift!r}")
     a = zero_mean_vector(d_model)
     ones = torch.ones(d_model)
     channels = np.arange(d_model)
@@ -173,7 +176,7 @@ def shift_slider(d_model: int = 16) -> LiveFigure:
         gap = np.abs(rms.numpy() - layer).max()
         title.set_text(f"shift s = {shift:+.1f}:  max |RMSNorm − LayerNorm| = {gap:.2f}")
 
-    slider = widgets.FloatSlider(value=0.0, min=-SHIFT_LIMIT, max=SHIFT_LIMIT, step=0.1, description="shift s",
+    slider = widgets.FloatSlider(value=shift, min=-SHIFT_LIMIT, max=SHIFT_LIMIT, step=0.1, description="shift s",
                                  readout_format="+.1f", continuous_update=True)
     return LiveFigure(fig, update, {"shift": slider},
                       "LayerNorm and RMSNorm of the same vector shifted by s (slider: shift s)")
