@@ -96,7 +96,7 @@ def draw_rms_by_depth(depth: int = 32) -> plt.Figure:
 # --- scale invariance ----------------------------------------------------------------
 
 def _scale_sample(d_model: int = 512, seed: int = 0) -> torch.Tensor:
-    """A fixed vector with unit-ish RMS and a slight skew, so its histogram has a shape."""
+    """A fixed vector with unit-ish RMS and a slight skew: the input of the scale-invariance panel."""
     gen = torch.Generator().manual_seed(seed)
     return torch.randn(d_model, generator=gen) + 0.3 * torch.randn(d_model, generator=gen).abs()
 
