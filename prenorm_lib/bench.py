@@ -10,6 +10,10 @@ comparison first checks that both sides compute the same thing.
 - RoPE (elementwise, cached cos/sin) vs the explicit d×d rotation matrices, d_k = 128.
   Target: at least 2× faster.
 - rms_norm vs ``torch.nn.functional.rms_norm``.
+- RMSNorm vs LayerNorm, forward+backward, both built from the same elementary ops
+  (``functional.rms_norm``, ``functional.layer_norm``): Zhang & Sennrich's comparison of
+  the formulas. Beside it torch's own kernels, ``F.rms_norm`` and ``F.layer_norm``, which
+  compare implementations. Reported as per-repeat ratios: median and interquartile range.
 """
 
 from __future__ import annotations
@@ -22,24 +26,59 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from prenorm_lib import functional
+from prenorm_lib import functional, validation
 from prenorm_lib.block import TransformerBlock
 from prenorm_lib.ffn import swiglu_hidden_dim
 from prenorm_lib.rope import RotaryPositionalEmbedding, rotation_matrix
 
 
-def interleaved_median(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 3) -> dict[str, float]:
-    """Median seconds per call of each function, calls interleaved to share the noise."""
+def interleaved_samples(
+    fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 3, inner: int = 1
+) -> dict[str, list[float]]:
+    """Seconds per call of each function, one sample per repeat, the functions interleaved.
+
+    In each repeat every function runs ``inner`` times back to back (the sample is their
+    mean), and the functions take turns: a burst of load from another process then hits
+    all of them, and sample ``i`` of one function can be paired with sample ``i`` of
+    another (see :func:`paired_ratios`). The starting function rotates from repeat to
+    repeat so that none always runs first, right after a cold cache.
+    """
+    validation.positive_int("repeats", repeats)
+    validation.positive_int("inner", inner)
+    names = list(fns)
     for fn in fns.values():
         for _ in range(warmup):
             fn()
-    samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            fn = fns[name]
             start = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(s) for name, s in samples.items()}
+            for _ in range(inner):
+                fn()
+            samples[name].append((time.perf_counter() - start) / inner)
+    return samples
+
+
+def interleaved_median(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 3) -> dict[str, float]:
+    """Median seconds per call of each function, calls interleaved to share the noise."""
+    return {name: statistics.median(s) for name, s in interleaved_samples(fns, repeats, warmup).items()}
+
+
+def paired_ratios(samples: dict[str, list[float]], name: str, reference: str) -> list[float]:
+    """Time of ``name`` over time of ``reference``, repeat by repeat (samples taken side by side)."""
+    ours, theirs = samples[name], samples[reference]
+    if len(ours) != len(theirs):
+        raise ValueError(f"samples of {name!r} and {reference!r} must pair up, got {len(ours)} and {len(theirs)}")
+    return [a / b for a, b in zip(ours, theirs, strict=True)]
+
+
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile): the middle half of the values lies between the outer two."""
+    if len(values) < 2:
+        raise ValueError(f"values must hold at least 2 numbers for quartiles, got {len(values)}")
+    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, median, q3
 
 
 class TorchReferenceBlock(torch.nn.Module):
@@ -118,6 +157,69 @@ def bench_rms_norm(rows: int, d_model: int, repeats: int) -> dict[str, float]:
     )
 
 
+# Zhang & Sennrich 2019: RMSNorm takes 7 %–64 % less running time than LayerNorm across their
+# models (the upper end with pRMSNorm). As a ratio of times: 1 - 0.64 = 0.36 to 1 - 0.07 = 0.93.
+PAPER_TIME_SAVED = (0.07, 0.64)
+
+NORM_KERNELS = ("LayerNorm, same ops", "RMSNorm, same ops", "pRMSNorm, same ops", "torch F.layer_norm",
+                "torch F.rms_norm")
+NORM_RATIOS = {
+    # what the ratio says: (numerator, denominator)
+    "RMSNorm / LayerNorm, same ops": ("RMSNorm, same ops", "LayerNorm, same ops"),
+    "pRMSNorm / LayerNorm, same ops": ("pRMSNorm, same ops", "LayerNorm, same ops"),
+    "torch F.rms_norm / F.layer_norm": ("torch F.rms_norm", "torch F.layer_norm"),
+    "LayerNorm, torch fused / same ops": ("torch F.layer_norm", "LayerNorm, same ops"),
+}
+
+
+def norm_steps(rows: int, d_model: int, seed: int = 0) -> dict[str, Callable[[], None]]:
+    """One forward+backward pass of each normalisation in ``NORM_KERNELS``, on the same data.
+
+    The input is (rows, d_model) float32 and needs its gradient, like an activation inside
+    a model; the gain and LayerNorm's bias need theirs too; the upstream gradient is a
+    fixed random tensor. Before anything is timed, each same-ops kernel is checked against
+    torch's (values and input gradient): a timing of two different functions means nothing.
+    """
+    validation.positive_int("rows", rows)
+    validation.positive_int("d_model", d_model)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, d_model, generator=gen).requires_grad_()  # (rows, d)
+    weight = (1 + 0.1 * torch.randn(d_model, generator=gen)).requires_grad_()
+    bias = (0.1 * torch.randn(d_model, generator=gen)).requires_grad_()
+    upstream = torch.randn(rows, d_model, generator=gen)  # (rows, d)
+    forwards = {
+        "LayerNorm, same ops": lambda: functional.layer_norm(x, weight, bias),
+        "RMSNorm, same ops": lambda: functional.rms_norm(x, weight),
+        "pRMSNorm, same ops": lambda: functional.prms_norm(x, weight),
+        "torch F.layer_norm": lambda: F.layer_norm(x, (d_model,), weight, bias, 1e-5),
+        "torch F.rms_norm": lambda: F.rms_norm(x, (d_model,), weight, 1e-5),
+    }
+    for ours, theirs in (("LayerNorm, same ops", "torch F.layer_norm"), ("RMSNorm, same ops", "torch F.rms_norm")):
+        (grad_ours,) = torch.autograd.grad(forwards[ours](), x, upstream)
+        (grad_theirs,) = torch.autograd.grad(forwards[theirs](), x, upstream)
+        torch.testing.assert_close(forwards[ours](), forwards[theirs](), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(grad_ours, grad_theirs, atol=1e-4, rtol=1e-4)
+
+    def step(forward):
+        def run():
+            forward().backward(upstream)
+            x.grad = weight.grad = bias.grad = None
+
+        return run
+
+    return {name: step(forwards[name]) for name in NORM_KERNELS}
+
+
+def bench_norms(rows: int, d_model: int, repeats: int, inner: int = 1, seed: int = 0) -> dict[str, list[float]]:
+    """Seconds per forward+backward of each kernel of ``NORM_KERNELS``, one sample per repeat, interleaved."""
+    return interleaved_samples(norm_steps(rows, d_model, seed), repeats, inner=inner)
+
+
+def norm_ratios(samples: dict[str, list[float]]) -> dict[str, tuple[float, float, float]]:
+    """Each ratio of ``NORM_RATIOS`` as (first quartile, median, third quartile) over the paired repeats."""
+    return {label: quartiles(paired_ratios(samples, *pair)) for label, pair in NORM_RATIOS.items()}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=30)
@@ -139,6 +241,13 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'what':46} {'library':>10} {'reference':>10} {'ratio':>7}  reference        target")
     for name, ours, ref, ref_name, target in rows:
         print(f"{name:46} {ours * 1e3:8.2f}ms {ref * 1e3:8.2f}ms {ours / ref:7.2f}  {ref_name:16} {target}")
+
+    norms = bench_norms(rows=1024, d_model=1024, repeats=args.repeats, inner=3)
+    low, high = 1 - PAPER_TIME_SAVED[1], 1 - PAPER_TIME_SAVED[0]
+    print("\nnormalisation forward+backward (1024 × 1024 fp32), time ratio per repeat: median [quartiles]")
+    for label, (q1, median, q3) in norm_ratios(norms).items():
+        target = f"paper {low:.2f}–{high:.2f}" if label.startswith("RMSNorm /") else ""
+        print(f"{label:46} {median:7.2f}  [{q1:.2f}–{q3:.2f}]   {target}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from prenorm_lib import validation
 __all__ = [
     "apply_rope",
     "causal_mask",
+    "layer_norm",
     "relu",
     "rms_norm",
     "prms_norm",
@@ -45,6 +46,36 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5, *, upcast
     xc = x.to(compute_dtype)
     inv_rms = torch.rsqrt(xc.pow(2).mean(dim=-1, keepdim=True) + eps)  # (..., 1)
     return (xc * inv_rms * weight.to(compute_dtype)).to(x.dtype)
+
+
+def layer_norm(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, eps: float = 1e-5
+) -> torch.Tensor:
+    """LayerNorm over the last dimension: ``(x - mean) / sqrt(var + eps) * weight + bias``.
+
+    Written with the same elementary ops as :func:`rms_norm` (upcast, mean of squares,
+    ``rsqrt``, two multiplications) plus what LayerNorm adds: one more mean, a subtraction
+    and the bias. Timing the two therefore compares the formulas, not two implementations;
+    torch's ``F.layer_norm`` is one fused kernel and would compare the implementations.
+    ``var`` is the biased variance (divided by d), as in torch. ``bias=None`` is LayerNorm
+    without bias, which equals RMSNorm on a vector whose mean is already zero.
+    """
+    validation.floating("x", x)
+    for name, parameter in (("weight", weight), ("bias", bias)):
+        if name == "bias" and parameter is None:
+            continue
+        validation.last_dim(name, parameter, x.shape[-1], "x.shape[-1]")
+        if parameter.ndim != 1:
+            raise ValueError(f"{name} must be 1-D with shape ({x.shape[-1]},), got {tuple(parameter.shape)}")
+    validation.positive_float("eps", eps)
+    compute_dtype = torch.promote_types(x.dtype, torch.float32)
+    xc = x.to(compute_dtype)
+    centred = xc - xc.mean(dim=-1, keepdim=True)  # (..., d)
+    inv_std = torch.rsqrt(centred.pow(2).mean(dim=-1, keepdim=True) + eps)  # (..., 1)
+    out = centred * inv_std * weight.to(compute_dtype)
+    if bias is not None:
+        out = out + bias.to(compute_dtype)
+    return out.to(x.dtype)
 
 
 PRMS_FRACTION = 0.0625  # Zhang & Sennrich's p = 6.25 %

@@ -43,6 +43,21 @@ def test_a_live_config_is_not_written(toy, tmp_path):
     assert not (tmp_path / "toy.json").exists()
 
 
+def test_max_jobs_caps_the_processes(toy, tmp_path, monkeypatch):
+    """A timing experiment sets MAX_JOBS = 1: its seeds must not run side by side, whatever --jobs says."""
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a process pool was started")
+
+    monkeypatch.setattr(experiments, "ProcessPoolExecutor", no_pool)
+    toy.MAX_JOBS = 1
+    record = experiments.run("toy", jobs=2, results_dir=tmp_path, log=lambda _: None)
+    assert record.environment["jobs"] == 1
+    del toy.MAX_JOBS
+    with pytest.raises(AssertionError, match="pool was started"):  # without the cap, jobs=2 starts one
+        experiments.run("toy", jobs=2, results_dir=tmp_path, log=lambda _: None)
+
+
 def test_missing_record_names_the_command(toy, tmp_path):
     assert experiments.staleness("toy", tmp_path) == "no record toy.json yet: run `make experiment NAME=toy`"
     with pytest.raises(experiments.StaleRecordError, match="make experiment NAME=toy"):

@@ -1,6 +1,6 @@
 """The stateless kernels against torch's own implementations.
 
-Each reference here (``F.rms_norm``, ``torch.relu``, ``F.silu``, ``torch.softmax``) was
+Each reference here (``F.rms_norm``, ``F.layer_norm``, ``torch.relu``, ``F.silu``, ``torch.softmax``) was
 written and tested by the PyTorch developers, not by this project.
 """
 
@@ -35,6 +35,52 @@ def test_rms_norm_eps_is_added_inside_the_square_root(eps, seed):
     x = 0.01 * torch.randn(3, 16)  # small enough that eps matters
     weight = torch.ones(16)
     assert_close(functional.rms_norm(x, weight, eps=eps), F.rms_norm(x, (16,), weight, eps=eps))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@given(lead=leading_dims, d=st.integers(1, 48), shift=st.sampled_from([0.0, 3.0, -50.0]), seed=seeds)
+def test_layer_norm_matches_torch(dtype, lead, d, shift, seed):
+    torch.manual_seed(seed)
+    x = torch.randn(*lead, d, dtype=dtype) + shift
+    weight, bias = torch.randn(d, dtype=dtype), torch.randn(d, dtype=dtype)
+    # Subtracting a large mean cancels digits: float32 rounding grows with |shift| (torch sums differently).
+    tol = {"atol": 2e-6 * (1 + abs(shift)), "rtol": 1e-5} if dtype == torch.float32 else {}
+    assert_close(functional.layer_norm(x, weight, bias), F.layer_norm(x, (d,), weight, bias, eps=1e-5), **tol)
+    assert_close(functional.layer_norm(x, weight), F.layer_norm(x, (d,), weight, None, eps=1e-5), **tol)
+
+
+def test_layer_norm_gradients_match_torch():
+    """Timed forward *and* backward in notebook 01, so the backward must be LayerNorm's too."""
+    x = (torch.randn(6, 32, dtype=torch.float64) + 2.0).requires_grad_()
+    weight = torch.randn(32, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(32, dtype=torch.float64, requires_grad=True)
+    upstream = torch.randn(6, 32, dtype=torch.float64)
+    ours = torch.autograd.grad(functional.layer_norm(x, weight, bias), (x, weight, bias), upstream)
+    theirs = torch.autograd.grad(F.layer_norm(x, (32,), weight, bias, 1e-5), (x, weight, bias), upstream)
+    for a, b in zip(ours, theirs, strict=True):
+        assert_close(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_layer_norm_upcasts_low_precision_and_returns_its_dtype(dtype):
+    x = (300.0 * torch.randn(4, 256)).to(dtype)  # fp16 squares of 300 overflow
+    weight = torch.ones(256, dtype=dtype)
+    out = functional.layer_norm(x, weight)
+    assert out.dtype == dtype and torch.isfinite(out).all()
+    expected = F.layer_norm(x.double(), (256,), eps=1e-5).to(dtype)
+    assert_close(out, expected)
+
+
+@given(d=st.integers(2, 48), seed=seeds)
+def test_layer_norm_without_bias_is_rms_norm_of_the_centred_vector(d, seed):
+    """LayerNorm = centre, then RMSNorm; on a zero-mean vector the two are the same function."""
+    torch.manual_seed(seed)
+    x = 3.0 * torch.randn(5, d, dtype=torch.float64) + 1.5
+    weight = torch.randn(d, dtype=torch.float64)
+    centred = x - x.mean(dim=-1, keepdim=True)
+    assert_close(functional.layer_norm(x, weight), functional.rms_norm(centred, weight))
+    assert_close(functional.layer_norm(centred, weight), functional.rms_norm(centred, weight))
+    assert (functional.layer_norm(x, weight) - functional.rms_norm(x, weight)).abs().max() > 1e-3
 
 
 @given(values=st.lists(st.floats(-1e4, 1e4, width=32), min_size=1, max_size=64))

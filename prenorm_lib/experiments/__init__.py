@@ -12,7 +12,9 @@ An experiment module defines
 
 - ``DESCRIPTION``: one line saying what it measures;
 - ``CONFIG``: a JSON-like dict of everything that decides the result, ``"seeds"`` included;
-- ``run_seed(config, seed) -> dict``: one seed's results (numbers, lists, strings).
+- ``run_seed(config, seed) -> dict``: one seed's results (numbers, lists, strings);
+- optionally ``MAX_JOBS``: the most seeds run at once, whatever ``--jobs`` says (1 for a
+  timing experiment, whose seeds would otherwise compete for the cores they measure).
 
 A record whose configuration differs from the module's ``CONFIG`` is *stale*: :func:`load`
 refuses it, and the test suite fails, until the experiment is run again.
@@ -161,6 +163,7 @@ def run(
     processes, one torch thread each, so results do not depend on ``jobs``.
     """
     module = experiment(name)
+    jobs = min(jobs, getattr(module, "MAX_JOBS", jobs))
     config = _plain(module.CONFIG if config is None else config)
     seeds = list(config["seeds"])
     start = time.perf_counter()

@@ -1,39 +1,38 @@
 """Figures and small experiments of notebook 01 (RMSNorm).
 
-The notebook explains; the code it runs more than once (plots, the timing harness, the
-depth experiment, the deliberately broken kernel of the fp16 demo) lives here so the
-README's figure and the notebook's picture are drawn by the same function.
+The notebook explains; the code it runs more than once (plots, the depth experiment, the
+shift slider, the deliberately broken kernel of the fp16 demo) lives here so the README's
+figure and the notebook's picture are drawn by the same function. The timing harness is
+``prenorm_lib.bench``; its stored run is the experiment ``rmsnorm_speed``.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
+import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-import torch.nn.functional as F
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FixedLocator, MaxNLocator, NullFormatter, NullLocator
 
-from prenorm_lib import functional, validation
+from prenorm_lib import bench, functional, validation
 from prenorm_lib.norm import RMSNorm
 from prenorm_lib.plotting import COLORS
+from prenorm_lib.sliders import LiveFigure
 
 __all__ = [
+    "EXAMPLES",
     "FIGURES",
     "activation_rms_by_depth",
     "draw_gain_fit",
     "draw_rms_by_depth",
-    "draw_scale_histograms",
     "draw_timing_ratios",
     "fit_gain",
     "fp16_overflow_demo",
     "operation_counts",
     "rmsnorm_scale_and_overflow",
-    "time_norms",
+    "shift_slider",
+    "zero_mean_vector",
 ]
-
 
 
 # --- why rescale: activation scale through a stack of random layers -------------------
@@ -82,7 +81,7 @@ DEPTH_SETUPS = {
 
 def draw_rms_by_depth(depth: int = 32) -> plt.Figure:
     """Activation RMS against depth for the stacks of ``DEPTH_SETUPS`` (log scale)."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    fig, ax = plt.subplots(figsize=(8.0, 4.6))
     for label, (scale, residual, norm, color, style) in DEPTH_SETUPS.items():
         rms = activation_rms_by_depth(depth, weight_scale=scale, residual=residual, norm=norm)
         ax.plot(range(depth + 1), rms, style, color=color, label=label)
@@ -90,36 +89,16 @@ def draw_rms_by_depth(depth: int = 32) -> plt.Figure:
     ax.set_xlabel("layer")
     ax.set_ylabel("RMS of the activations")
     ax.set_title("Without a volume control the scale drifts with depth")
-    ax.legend(fontsize=8, loc="upper left")
+    fig.legend(loc="outside lower center", ncol=2)  # below the axes: inside, it would cover the curves
     return fig
 
 
 # --- scale invariance ----------------------------------------------------------------
 
 def _scale_sample(d_model: int = 512, seed: int = 0) -> torch.Tensor:
-    """A fixed vector with unit-ish RMS and a slight skew, so its histogram has a shape."""
+    """A fixed vector with unit-ish RMS and a slight skew: the input of the scale-invariance panel."""
     gen = torch.Generator().manual_seed(seed)
     return torch.randn(d_model, generator=gen) + 0.3 * torch.randn(d_model, generator=gen).abs()
-
-
-def draw_scale_histograms(c: float = 1.0, d_model: int = 512) -> plt.Figure:
-    """Histograms of c·x (left, its own axis) and RMSNorm(c·x) (right, fixed axis)."""
-    c = validation.positive_float("c", c)
-    x = c * _scale_sample(d_model)
-    y = functional.rms_norm(x, torch.ones(d_model))
-    x_rms = x.pow(2).mean().sqrt().item()
-    fig, (ax_in, ax_out) = plt.subplots(1, 2, figsize=(7.2, 2.8), layout="constrained")
-    # np.histogram + stairs draws one path per panel instead of 40 bar patches: the slider
-    # redraws this figure on every move, so it must stay quick.
-    ax_in.stairs(*np.histogram(x.numpy(), bins=40), fill=True, color=COLORS["input"])
-    ax_in.set_title(f"input c·x, c = {c:.3g} (RMS {x_rms:.3g})", fontsize=10)
-    ax_in.set_xlabel("value")
-    ax_out.stairs(*np.histogram(y.numpy(), bins=np.linspace(-4, 4, 41)), fill=True, color=COLORS["rmsnorm"])
-    ax_out.set_xlim(-4, 4)
-    ax_out.set_ylim(0, 60)
-    ax_out.set_title(f"RMSNorm(c·x)  (RMS {y.pow(2).mean().sqrt().item():.3g})", fontsize=10)
-    ax_out.set_xlabel("value")
-    return fig
 
 
 # --- RMSNorm vs LayerNorm ------------------------------------------------------------
@@ -140,50 +119,107 @@ def operation_counts(d_model: int, p: float = functional.PRMS_FRACTION) -> dict[
     }
 
 
-def _norm_variants(d_model: int) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
-    weight, bias = torch.ones(d_model), torch.zeros(d_model)
-    return {
-        "LayerNorm (torch F.layer_norm)": lambda x: F.layer_norm(x, (d_model,), weight, bias, 1e-5),
-        "RMSNorm (torch F.rms_norm)": lambda x: F.rms_norm(x, (d_model,), weight, 1e-5),
-        "RMSNorm (ours)": lambda x: functional.rms_norm(x, weight),
-        "pRMSNorm (ours, p = 6.25 %)": lambda x: functional.prms_norm(x, weight),
-    }
+def zero_mean_vector(d_model: int = 16, seed: int = 0) -> torch.Tensor:
+    """A fixed vector with mean exactly 0 (up to rounding) and RMS 1: the shift slider's input."""
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(d_model, generator=gen, dtype=torch.float64)
+    a = a - a.mean()
+    return (a / a.pow(2).mean().sqrt()).float()
 
 
-def time_norms(n_tokens: int = 1024, d_model: int = 1024, repeats: int = 15, inner: int = 5) -> dict[str, float]:
-    """Seconds per call of each normalisation on a (n_tokens, d_model) float32 CPU tensor.
+SHIFT_LIMIT = 3.0
 
-    The variants are interleaved and each keeps its best repeat (the least disturbed by
-    whatever else the machine is doing). One operation, one thread: not a model.
+
+def shift_slider(d_model: int = 16, shift: float = 1.5) -> LiveFigure:
+    """LayerNorm and RMSNorm of the same vector a + s, with the shift s on a slider (starting at ``shift``).
+
+    At s = 0 the vector has mean 0 and the two coincide (LayerNorm without bias *is*
+    RMSNorm of the centred vector). Moving s, LayerNorm's bars stay where they are (it
+    subtracts the mean first) while RMSNorm's drift towards a constant ±1 pattern: the
+    common offset takes over the RMS budget and the differences between channels shrink.
+    It starts shifted, so that the still picture (a page without a kernel) shows the gap.
+    One axes with few ticks: tick labels are most of what a frame costs to draw.
     """
-    x = torch.randn(n_tokens, d_model, generator=torch.Generator().manual_seed(0))
-    variants = _norm_variants(d_model)
-    best = dict.fromkeys(variants, float("inf"))
-    for fn in variants.values():  # warm-up: first calls allocate
-        fn(x)
-    for _ in range(repeats):
-        for name, fn in variants.items():
-            start = time.perf_counter()
-            for _ in range(inner):
-                fn(x)
-            best[name] = min(best[name], (time.perf_counter() - start) / inner)
-    return best
+    if isinstance(shift, bool) or not isinstance(shift, (int, float)) or not abs(shift) <= SHIFT_LIMIT:
+        raise ValueError(f"shift must be a number in [-{SHIFT_LIMIT:g}, {SHIFT_LIMIT:g}], got {shift!r}")
+    a = zero_mean_vector(d_model)
+    ones = torch.ones(d_model)
+    channels = np.arange(d_model)
+    layer = functional.layer_norm(a, ones).numpy()  # the same for every shift: drawn once
+
+    fig, ax = plt.subplots(figsize=(8.4, 3.6))
+    input_bars = ax.bar(channels, a.numpy(), width=0.86, color=COLORS["input"], alpha=0.45, label="input a + s")
+    (mean_line,) = ax.plot([-1, d_model], [0, 0], "--", color=COLORS["reference"], linewidth=1.2,
+                           label="mean of a + s")
+    layer_bars = ax.bar(channels - 0.19, layer, width=0.36, color=COLORS["layernorm"], label="LayerNorm (no bias)")
+    rms_bars = ax.bar(channels + 0.19, layer, width=0.36, color=COLORS["rmsnorm"], label="RMSNorm")
+    ax.axhline(0.0, color=COLORS["reference"], linewidth=0.6)
+    ax.set_xlim(-0.7, d_model - 0.3)
+    ax.set_ylim(-SHIFT_LIMIT - 2.7, SHIFT_LIMIT + 2.7)
+    ax.set_xticks(range(0, d_model, 5))
+    ax.set_yticks([-4, -2, 0, 2, 4])
+    ax.grid(axis="x", visible=False)
+    ax.set_xlabel("channel")
+    ax.set_ylabel("value")
+    ax.legend(handles=[input_bars, mean_line, layer_bars, rms_bars], loc="center left", bbox_to_anchor=(1.01, 0.5),
+              labelspacing=1.0)
+    title = ax.set_title(" ")
+
+    def update(shift: float) -> None:
+        x = a + shift
+        rms = functional.rms_norm(x, ones)
+        for bar, value in zip(input_bars, x.tolist(), strict=True):
+            bar.set_height(value)
+        for bar, value in zip(rms_bars, rms.tolist(), strict=True):
+            bar.set_height(value)
+        mean_line.set_ydata([shift, shift])
+        gap = np.abs(rms.numpy() - layer).max()
+        title.set_text(f"shift s = {shift:+.1f}:  max |RMSNorm − LayerNorm| = {gap:.2f}")
+
+    slider = widgets.FloatSlider(value=shift, min=-SHIFT_LIMIT, max=SHIFT_LIMIT, step=0.1, description="shift s",
+                                 readout_format="+.1f", continuous_update=True)
+    return LiveFigure(fig, update, {"shift": slider},
+                      "LayerNorm and RMSNorm of the same vector shifted by s (slider: shift s)")
 
 
-def draw_timing_ratios(timings: dict[str, float]) -> plt.Figure:
-    """Bar chart of each variant's time relative to the first entry (LayerNorm = 1)."""
-    names = list(timings)
-    base = timings[names[0]]
-    ratios = [timings[n] / base for n in names]
-    colors = [COLORS["layernorm"], COLORS["reference"], COLORS["rmsnorm"], COLORS["silu"]][: len(names)]
-    fig, ax = plt.subplots(figsize=(6.4, 2.8))
-    bars = ax.barh(names[::-1], ratios[::-1], color=colors[::-1])
-    for bar, ratio in zip(bars, ratios[::-1], strict=True):
-        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {ratio:.2f}×", va="center", fontsize=9)
+# --- timing: ratios with their spread --------------------------------------------------
+
+def draw_timing_ratios(samples: dict[str, list[float]], title: str) -> plt.Figure:
+    """Every ratio of ``bench.NORM_RATIOS``: each paired repeat as a dot, the median and quartiles as a bar.
+
+    The x axis is logarithmic (a ratio of 2 is as far from 1 as a ratio of 0.5); the band
+    is Zhang & Sennrich's 7 %–64 % less time, as a time ratio.
+    """
+    labels = list(bench.NORM_RATIOS)
+    ratios = [bench.paired_ratios(samples, *bench.NORM_RATIOS[label]) for label in labels]
+    low, high = 1 - bench.PAPER_TIME_SAVED[1], 1 - bench.PAPER_TIME_SAVED[0]
+    fig, ax = plt.subplots(figsize=(8.8, 3.8))
+    ax.axvspan(low, high, color=COLORS["rmsnorm"], alpha=0.12, linewidth=0,
+               label=f"paper: {bench.PAPER_TIME_SAVED[0]:.0%}–{bench.PAPER_TIME_SAVED[1]:.0%} less time")
     ax.axvline(1.0, color=COLORS["reference"], linewidth=0.8)
-    ax.set_xlabel("time relative to LayerNorm (lower is faster)")
-    ax.set_title("One normalisation call on the CPU, one thread")
-    ax.set_xlim(0, max(ratios) * 1.2)
+    colors = [COLORS["rmsnorm"], COLORS["silu"], COLORS["gelu"], COLORS["layernorm"]]
+    for row, (values, color) in enumerate(zip(ratios, colors, strict=True)):
+        y = len(labels) - 1 - row
+        jitter = np.linspace(-0.18, 0.18, len(values))
+        ax.plot(values, y + jitter, "o", color=color, alpha=0.35, markersize=3.5, markeredgewidth=0)
+        q1, median, q3 = bench.quartiles(values)
+        ax.plot([q1, q3], [y, y], color=color, linewidth=5, solid_capstyle="butt")
+        ax.plot([median], [y], "|", color="black", markersize=22, markeredgewidth=2.5)
+        ax.text(median, y + 0.27, f"{median:.2f}× [{q1:.2f}–{q3:.2f}]", ha="center", va="bottom", fontsize=10)
+    ax.set_yticks(range(len(labels)), [label.replace(", ", "\n") for label in reversed(labels)])
+    ax.set_ylim(-0.6, len(labels) - 0.1)
+    everything = [v for values in ratios for v in values]
+    ax.set_xscale("log")
+    ax.set_xlim(min(0.05, min(everything) / 1.5), max(20.0, max(everything) * 1.5))
+    ticks = [0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}×"))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("time ratio, per paired repeat (lower: the first is faster)")
+    ax.set_title(title)
+    ax.grid(axis="y", visible=False)
+    ax.legend(loc="lower right")
     return fig
 
 
@@ -240,15 +276,15 @@ def draw_gain_fit(losses: list[float], learned: torch.Tensor, target: torch.Tens
     ax_loss.set_yscale("log")
     ax_loss.set_xlabel("Adam step")
     ax_loss.set_ylabel("mean squared error")
-    ax_loss.set_title("Fitting the gain", fontsize=10)
+    ax_loss.set_title("Fitting the gain", fontsize=11)
     channels = np.arange(target.shape[-1])
     ax_gain.bar(channels - 0.2, target.numpy(), width=0.4, color=COLORS["input"], label="target")
     ax_gain.bar(channels + 0.2, learned.numpy(), width=0.4, color=COLORS["rmsnorm"], label="learned")
     ax_gain.axhline(1.0, color=COLORS["reference"], linewidth=0.8, linestyle=":")
     ax_gain.set_xlabel("channel")
     ax_gain.set_ylabel("gain g")
-    ax_gain.set_title("Gain after training (dotted: start)", fontsize=10)
-    ax_gain.legend(fontsize=8)
+    ax_gain.set_title("Gain after training (dotted: start)", fontsize=11)
+    ax_gain.legend()
     return fig
 
 
@@ -265,27 +301,52 @@ def rmsnorm_scale_and_overflow() -> plt.Figure:
     in_rms = [(c * x).pow(2).mean().sqrt().item() for c in SCALES]
     demo = fp16_overflow_demo()
 
-    fig, (ax_s, ax_o) = plt.subplots(1, 2, figsize=(8.4, 3.2))
+    fig, (ax_s, ax_o) = plt.subplots(1, 2, figsize=(10.4, 3.6), width_ratios=(1, 1.15))
     ax_s.loglog(SCALES, in_rms, "o-", color=COLORS["input"], label="input c·x")
     ax_s.loglog(SCALES, out_rms, "o-", color=COLORS["rmsnorm"], label="RMSNorm(c·x)")
     ax_s.set_xlabel("scale c")
     ax_s.set_ylabel("RMS")
-    ax_s.set_title("Scale invariance (eps bites at tiny c)", fontsize=10)
-    ax_s.legend(fontsize=8)
+    ax_s.set_title("Scale invariance (ε bites at tiny c)", fontsize=11)
+    ax_s.legend(loc="upper left")
 
     channels = np.arange(16)
-    ref = demo["reference"][:16].numpy()
-    ax_o.plot(channels, ref, "o", color=COLORS["reference"], markersize=8, fillstyle="none", label="float64 reference")
-    ax_o.plot(channels, demo["upcast"][:16].float().numpy(), "x", color=COLORS["rmsnorm"], label="fp16 with upcast")
-    ax_o.plot(channels, demo["no upcast"][:16].float().numpy(), "s", color=COLORS["post"], markersize=4,
-              label="fp16 without upcast")
+    ax_o.plot(channels, demo["reference"][:16].numpy(), "o", color=COLORS["reference"], markersize=9,
+              fillstyle="none", label="float64\nreference")
+    ax_o.plot(channels, demo["upcast"][:16].float().numpy(), "x", color=COLORS["rmsnorm"], markersize=7,
+              label="fp16 with\nupcast")
+    ax_o.plot(channels, demo["no upcast"][:16].float().numpy(), "s", color=COLORS["post"], markersize=5,
+              label="fp16 without\nupcast")
     ax_o.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax_o.set_ylim(-1.6, 1.9)
+    ax_o.set_xlim(-0.8, 15.8)
+    ax_o.set_ylim(-1.5, 1.5)
     ax_o.set_xlabel("channel")
     ax_o.set_ylabel("output")
-    ax_o.set_title("fp16 input with |x| ≈ 300: x² overflows", fontsize=10)
-    ax_o.legend(fontsize=8, loc="upper right", ncol=3, columnspacing=0.8, handletextpad=0.3)
+    ax_o.set_title("fp16 input with |x| ≈ 300: x² overflows", fontsize=11)
+    ax_o.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), labelspacing=1.0)
     return fig
 
 
 FIGURES = {"rmsnorm_scale_and_overflow": rmsnorm_scale_and_overflow}
+
+
+def _timing_example() -> plt.Figure:
+    """The timing chart of the stored run at the notebook's width (a real, fixed example)."""
+    from prenorm_lib import experiments
+    from prenorm_lib.experiments import rmsnorm_speed
+
+    record = experiments.load("rmsnorm_speed")
+    samples = rmsnorm_speed.pooled_samples([run for _, run in record.by_seed()], rmsnorm_speed.HEADLINE_WIDTH)
+    return draw_timing_ratios(samples, "Forward + backward, 1024 × 1024 fp32, one thread")
+
+
+def _gain_fit_example() -> plt.Figure:
+    target = torch.linspace(0.5, 2.0, 8)
+    return draw_gain_fit(*fit_gain(target), target)
+
+
+EXAMPLES = {
+    "rms_by_depth": draw_rms_by_depth,
+    "shift_slider": shift_slider,
+    "timing_ratios": _timing_example,
+    "gain_fit": _gain_fit_example,
+}
