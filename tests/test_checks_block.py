@@ -320,6 +320,8 @@ def test_grader_judges_divergence_against_the_solutions_answer(capsys):
     with pytest.raises(Hint, match="post stalls \\(you said trains\\)"):
         check.divergence_prediction.graded_with_key(learner.lookup("prediction"), key=(RIGHT,))
     check.divergence_prediction.graded_with_key(dict(RIGHT), key=(RIGHT,))
+    with pytest.raises(NotDone):
+        check.divergence_prediction.graded_with_key(..., key=(RIGHT,))
     assert "Exercise 4.3 passed: you predicted all three runs (pre trains, post stalls, none diverges)" in (
         capsys.readouterr().out
     )

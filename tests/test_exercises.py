@@ -101,7 +101,16 @@ def solution_notebook() -> nbformat.NotebookNode:
     ])
 
 
+RUNS = ("from types import SimpleNamespace as Run\n\n"
+        "runs = {'pre': Run(final_val_loss=2.7, diverged_at=None),\n"
+        "        'post': Run(final_val_loss=3.78, diverged_at=None),\n"
+        "        'none': Run(final_val_loss=float('nan'), diverged_at=3)}")
+PREDICTION = ("# Exercise 4.3: predict which configuration diverges\n### BEGIN SOLUTION\n"
+              "prediction = {'pre': 'trains', 'post': 'stalls', 'none': 'diverges'}\n### END SOLUTION")
+
+
 def other_notebook() -> nbformat.NotebookNode:
+    """Notebook 02: a function exercise, and a prediction checked against data the notebook computes."""
     exercise = ("# Exercise 2.3: choose d_ff\ndef my_hidden_dim(d_model):\n    ### BEGIN SOLUTION\n"
                 "    return max(64, round(8 * d_model / 3 / 64) * 64)\n    ### END SOLUTION")
     return _notebook([
@@ -110,6 +119,12 @@ def other_notebook() -> nbformat.NotebookNode:
         _code("o-check", "from prenorm_lib.checks import ffn as check\n\ncheck.hidden_dim(my_hidden_dim)", 3,
               [_stdout("Exercise 2.3 passed: d_ff = 8/3·d_model rounded to the nearest multiple of 64 for "
                        "d_model from 8 to 5120\n")]),
+        _code("o-runs", RUNS, 4),
+        _code("o-ex2", PREDICTION, 5),
+        _code("o-check2", "from prenorm_lib.checks import block as check\n\n"
+                          "check.divergence_prediction(prediction, runs, 3.8)", 6,
+              [_stdout("Exercise 4.3 passed: you predicted all three runs "
+                       "(pre trains, post stalls, none diverges)\n")]),
     ])
 
 
@@ -343,6 +358,11 @@ def test_check_reports_hint_not_done_and_changed_cells(course: Path, tmp_path: P
         outputs={"check1": PASS_1, "check2": PASS_2},  # stored outputs are never read
         added=["scratch = 1"],
     )
+    nb = read_notebook(learner)
+    for cell in nb.cells:
+        if cell.id in ("after", "check1"):
+            cell.metadata["tags"] = ["nbval-skip", "nbval-ignore-output", "raises-exception"]  # ignored as well
+    write_notebook(nb, learner)
     result = check_path(learner, course, timeout=60)
     statuses = {s.exercise.id: (s.status, s.detail) for s in result.exercises}
     assert statuses["1.1"][0] == "hint" and "on a (2, 3, 8) float32 batch" in statuses["1.1"][1]
@@ -363,6 +383,7 @@ def test_verify_unfilled_runs_to_the_end_and_filled_passes(course: Path):
     lines: list[str] = []
     assert verify(course, timeout=60, emit=lines.append), lines
     assert lines[0].startswith(f"ok    {NAME}: unfilled runs to the end (2 exercises not done), filled-in passes")
+    assert lines[1].startswith(f"ok    {OTHER}: unfilled runs to the end (2 exercises not done), filled-in passes")
     assert lines[-1] == "2 passed, 0 failed"
 
 
@@ -448,6 +469,10 @@ def test_grade_a_folder_of_mistakes_tampering_and_broken_files(course: Path, tmp
                  "check.rms_norm = check.fp16_prediction = lambda *a: print('passed')\nprint('setup ok')",
         "ex1": WRONG_1})
     learner_copy(course, folder / "dave" / NAME, {}, name=OTHER)  # notebook 02 saved under 01's name
+    learner_copy(course, folder / "eve" / OTHER, {  # a wrong prediction, and runs made to agree with it
+        "o-runs": RUNS.replace("final_val_loss=3.78", "final_val_loss=2.5"),
+        "o-ex2": "# Exercise 4.3: predict which configuration diverges\n"
+                 "prediction = {'pre': 'trains', 'post': 'trains', 'none': 'diverges'}"}, name=OTHER)
     broken = {"empty": b"{}", "cells_x": b'{"nbformat": 4, "nbformat_minor": 5, "cells": "x"}',
               "truncated": b'{"nbformat": 4, "cells": [', "picture": b"\x89PNG\r\n\x1a\n"}
     for learner, data in broken.items():
@@ -463,7 +488,8 @@ def test_grade_a_folder_of_mistakes_tampering_and_broken_files(course: Path, tmp
     assert table["setup_cell"]["1.3"] == "not done"
     assert table["stops_kernel"] == {"1.1": "error", "1.3": "not run"}
     assert table["endless_loop"]["1.1"] == "timeout" and table["endless_loop"]["1.3"] == "pass"
-    assert table["dave"] == {"2.3": "not done"}  # recognised as notebook 02 by its cells
+    assert table["dave"] == {"2.3": "not done", "4.3": "not done"}  # recognised as notebook 02 by its cells
+    assert table["eve"]["4.3"] == "hint"  # the runs are the notebook's data: faking them proves nothing
     for learner in broken:
         assert table[learner] == {"1.1": "not a notebook", "1.3": "not a notebook"}
 
@@ -484,7 +510,7 @@ def test_grade_a_folder_of_mistakes_tampering_and_broken_files(course: Path, tmp
     assert "values differ from RMSNorm" in details["liar_tensor"]  # a tensor subclass is judged by its data
     with open(out / "grades.csv", newline="") as f:
         rows = {row["learner"]: row for row in csv.DictReader(f)}
-    assert rows["alice"]["passed"] == "2/3" and rows["cells_x"]["notes"].startswith(f"cells_x/{NAME}: not a notebook")
+    assert rows["alice"]["passed"] == "2/4" and rows["cells_x"]["notes"].startswith(f"cells_x/{NAME}: not a notebook")
     assert rows["dave"]["2.3"] == "not done" and rows["dave"]["1.1"] == "missing"
 
 

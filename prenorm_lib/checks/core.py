@@ -438,15 +438,23 @@ def exercise(exercise_id: str, *, graded_with_key: Callable[..., None] | None = 
     data the notebook computes (the grader cannot take those from the learner's kernel).
     """
 
-    def decorate(check: Callable[..., None]) -> Callable[..., None]:
+    def strict(check: Callable[..., None]) -> Callable[..., None]:
+        """``check`` that raises NotDone for a ``...`` placeholder and names what to fill in."""
+
         @functools.wraps(check)
-        def core(*args: Any, **kwargs: Any) -> None:
-            if any(value is Ellipsis for value in (*args, *kwargs.values())):
-                raise NotDone(exercise_id, _todo((*args, *kwargs.values())))
+        def run(*args: Any, **kwargs: Any) -> None:
+            values = (*args, *(v for k, v in kwargs.items() if k != "key"))
+            if any(value is Ellipsis for value in values):
+                raise NotDone(exercise_id, _todo(values))
             try:
                 return check(*args, **kwargs)
             except NotDone as exc:
-                raise NotDone(exercise_id, _todo((*args, *kwargs.values()))) from exc.__cause__
+                raise NotDone(exercise_id, _todo(values)) from exc.__cause__
+
+        return run
+
+    def decorate(check: Callable[..., None]) -> Callable[..., None]:
+        core = strict(check)
 
         @functools.wraps(check)
         def inline(*args: Any, **kwargs: Any) -> None:
@@ -458,7 +466,7 @@ def exercise(exercise_id: str, *, graded_with_key: Callable[..., None] | None = 
 
         inline.core = core
         inline.exercise_id = exercise_id
-        inline.graded_with_key = graded_with_key
+        inline.graded_with_key = strict(graded_with_key) if graded_with_key is not None else None
         return inline
 
     return decorate

@@ -82,6 +82,15 @@ class CourseFiles:
             target.write_bytes(data)
 
 
+def _seed_font_cache(folder: Path) -> None:
+    """Give the kernel matplotlib's font list, so it does not rebuild it (a warning after 5 s, and time)."""
+    matplotlib = sys.modules.get("matplotlib")
+    if matplotlib is None:
+        return
+    for path in Path(matplotlib.get_cachedir()).glob("fontlist-*.json"):
+        shutil.copyfile(path, folder / path.name)
+
+
 def _strict_possible() -> bool:
     return sys.platform == "linux" and hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -179,8 +188,9 @@ class Sandbox:
         stage = Path(tempfile.mkdtemp(prefix="prenorm-kernel-"))
         os.chmod(stage, 0o700)
         course.write(stage / "course")
-        for sub in ("course/notebooks", "home", "tmp"):
+        for sub in ("course/notebooks", "home/.matplotlib", "tmp"):
             (stage / sub).mkdir(parents=True, exist_ok=True)
+        _seed_font_cache(stage / "home" / ".matplotlib")
         if mode == STRICT:
             workdir = Path("/tmp") / f"prenorm-{secrets.token_hex(4)}"
             return cls(mode, stage, workdir, next_uid())
