@@ -187,7 +187,9 @@ class Kernel:
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self._read_peak_memory()
-            self.proc.kill()
+        if self.proc is not None:
+            with contextlib.suppress(OSError):  # the kernel and whatever it started, in its own group
+                os.killpg(self.proc.pid, signal.SIGKILL)
         if self.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=30)
