@@ -13,7 +13,9 @@ another learner's work, graded with each isolation mode this machine offers.
 from __future__ import annotations
 
 import csv
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -576,6 +578,27 @@ def test_a_hostile_submission_changes_nothing_outside_its_kernel(mode: str, cour
         assert f"**mallory** — mallory/{NAME}: files outside the kernel's folder changed while this ran" in notes
     else:  # it could not write at all
         assert "changed while this ran" not in notes
+
+
+@pytest.mark.parametrize("mode", ["strict", "user", "plain"])
+def test_the_jail_gives_each_kernel_its_own_user_folder_and_limits(mode: str, course: Path):
+    if mode != "plain" and not sandbox._root_on_linux():
+        pytest.skip("a user of its own needs root on Linux")
+    target = course / "notebooks" / NAME
+    script = f"id -u; touch own.txt && echo own; (echo x >> {target}) 2>/dev/null && echo wrote || echo refused;" \
+             " ulimit -v"
+    box = Sandbox.create(mode, CourseFiles({}))
+    try:
+        proc = subprocess.run(box.command(["/bin/sh", "-c", script], hide=[]), capture_output=True, text=True,
+                              env=sandbox.kernel_env(box.workdir), timeout=60)
+    finally:
+        box.remove()
+    uid, own, course_file, memory = proc.stdout.split()
+    assert (own, memory) == ("own", str(sandbox.MEMORY_BYTES // 1024))
+    if mode == "plain":
+        assert (uid, course_file) == (str(os.getuid()), "wrote")  # what the TreeGuard is for
+    else:
+        assert (int(uid), course_file) == (box.uid, "refused") and box.uid >= sandbox.KERNEL_UID_BASE
 
 
 def _modes() -> list[str]:

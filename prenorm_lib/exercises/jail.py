@@ -4,7 +4,7 @@ Run as a script, not imported (it must start fast and import nothing from the co
 ``python -I -S jail.py SPEC_JSON -- COMMAND...`` sets the limits in SPEC and then
 replaces itself by COMMAND (the kernel), so the kernel keeps this process's id.
 
-Two modes:
+Three modes:
 
 * ``strict`` (root on Linux): a private mount namespace in which
 
@@ -20,11 +20,14 @@ Two modes:
   then it drops to ``uid`` (a fresh, unprivileged id per kernel: files owned by root or
   by the teacher are read-only to it, other kernels' processes are out of its reach)
   with ``no_new_privs`` set.
+* ``user`` (root where namespaces are refused, e.g. an unprivileged container): the same
+  drop to a fresh ``uid`` in the staging folder, which the grader made its own; no
+  namespace, so it shares ``/tmp`` and may read what any user may read.
 * ``plain`` (anyone else): only the resource limits. What that guarantees is said in
   :mod:`prenorm_lib.exercises.sandbox`.
 
-Resource limits (both modes): CPU seconds, address space, file size, open files, no
-core files, and in strict mode the number of processes of its uid.
+Resource limits (all modes): CPU seconds, address space, file size, open files, no
+core files, and with a uid of its own the number of processes of that uid.
 """
 
 import ctypes
@@ -122,9 +125,13 @@ def _strict(spec):
             _tmpfs(folder, spec["tmp_bytes"], mode="1777")
     shutil.copytree(f"/proc/self/fd/{stage}", spec["workdir"], symlinks=True)
     os.close(stage)
-    uid = gid = spec["uid"]
-    _chown_tree(spec["workdir"], uid, gid)
+    _chown_tree(spec["workdir"], spec["uid"], spec["uid"])
     os.chmod(spec["workdir"], 0o700)
+    _drop_privileges(spec)
+
+
+def _drop_privileges(spec):
+    uid = gid = spec["uid"]
     resource.setrlimit(resource.RLIMIT_NPROC, (spec["nproc"], spec["nproc"]))
     os.setgroups([])
     os.setgid(gid)
@@ -149,11 +156,13 @@ def main(argv):
     command = argv[3:]
     if spec["mode"] == "strict":
         _strict(spec)
+    elif spec["mode"] == "user":
+        _drop_privileges(spec)
     for name, value in spec["limits"].items():
         try:
             _limit(name, value)
         except (ValueError, OSError, AttributeError):  # e.g. macOS refuses some limits
-            if spec["mode"] == "strict":
+            if spec["mode"] != "plain":
                 raise
     os.chdir(spec["cwd"])
     os.execv(command[0], command)

@@ -127,6 +127,7 @@ class Kernel:
         stage = self.sandbox.stage
         _, info = write_connection_file(str(stage / "kernel.json"), ip="127.0.0.1",
                                         key=secrets.token_hex(32).encode())
+        self.sandbox.own()  # user mode: the kernel's user must read its connection file
         command = [part.replace("{connection}", str(self.sandbox.workdir / "kernel.json")) for part in KERNEL_COMMAND]
         self._log = open(stage / "kernel.log", "w+b")  # noqa: SIM115 — lives as long as the kernel
         self.proc = subprocess.Popen(

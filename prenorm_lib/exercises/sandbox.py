@@ -9,18 +9,22 @@ variables, and resource limits (CPU time, memory, file size, open files).
 
 Isolation, chosen by ``isolation()``:
 
-* ``strict`` -- root on Linux (CI, a grading server, a container). The kernel runs as a
-  fresh unprivileged user in a private mount namespace (see :mod:`jail`): it cannot
-  write to the course, the Python installation or another submission, cannot read the
-  other submissions, and everything it writes lives in a size-limited memory folder
-  that disappears with it. Its leftover processes are killed by user id.
+* ``strict`` -- root on Linux (CI, a grading server, a VM). The kernel runs as a fresh
+  unprivileged user in a private mount namespace (see :mod:`jail`): it cannot write to
+  the course, the Python installation or another submission, cannot read the other
+  submissions, and everything it writes lives in a size-limited memory folder that
+  disappears with it. Its leftover processes are killed by user id.
+* ``user`` -- root where namespaces are refused (an unprivileged container): the same
+  fresh unprivileged user, in its own folder (mode 700); it can still read what any
+  user may read and write to the shared ``/tmp``, but nothing of the course or of
+  another submission. Needs a Python installation that any user may run.
 * ``plain`` -- anyone else (a teacher's laptop, macOS). The kernel has the grader's own
   file permissions: it *could* write wherever the teacher can. ``TreeGuard`` therefore
-  fingerprints the course tree and the submissions before grading, compares after each
-  notebook, puts back every changed byte and names the submission that ran meanwhile.
-  Verdicts are unaffected either way: they are computed in the grader, whose checkers
-  were imported before any learner code ran, and each kernel gets a pristine library.
-  For untrusted submissions, grade as root (for example in a container).
+  keeps the course tree, the library and the submissions, byte for byte, compares after
+  each notebook, puts back every changed byte and names the submissions that ran
+  meanwhile. Verdicts are unaffected either way: they are computed in the grader, whose
+  checkers were imported before any learner code ran, and each kernel gets a pristine
+  copy of the library. For untrusted submissions, grade as root (in a VM or container).
 """
 
 from __future__ import annotations
@@ -43,8 +47,8 @@ from pathlib import Path
 import prenorm_lib
 
 JAIL = Path(__file__).with_name("jail.py")
-STRICT, PLAIN = "strict", "plain"
-ISOLATION_ENV = "PRENORM_ISOLATION"  # "strict", "plain" or unset (automatic)
+STRICT, USER, PLAIN = "strict", "user", "plain"
+ISOLATION_ENV = "PRENORM_ISOLATION"  # "strict", "user", "plain" or unset (the strongest that works)
 MEMORY_BYTES = 6 * 2**30  # address space of a kernel
 CPU_SECONDS = 900  # CPU time of a kernel over its whole life
 FILE_BYTES = 256 * 2**20  # largest file a kernel may write
@@ -91,40 +95,42 @@ def _seed_font_cache(folder: Path) -> None:
         shutil.copyfile(path, folder / path.name)
 
 
-def _strict_possible() -> bool:
+def _root_on_linux() -> bool:
     return sys.platform == "linux" and hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 @functools.cache
-def _probe_strict() -> str:
-    """"" if a jailed, unprivileged Python can start here, else why not."""
-    with tempfile.TemporaryDirectory(prefix="prenorm-probe-") as tmp:
-        stage = Path(tmp) / "stage"
-        (stage / "course" / "notebooks").mkdir(parents=True)
-        spec = jail_spec(STRICT, stage, Path("/tmp/prenorm-probe"), next_uid(), hide=[])
-        command = [sys.executable, "-c", "import ipykernel, zmq"]
-        try:
-            proc = subprocess.run([*jail_command(spec), *command], capture_output=True, text=True, timeout=120,
-                                  env=kernel_env(Path("/tmp/prenorm-probe")))
-        except (OSError, subprocess.SubprocessError) as exc:
-            return str(exc)
-        return "" if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["failed"])[-1]
+def _probe(mode: str) -> str:
+    """"" if a jailed Python can start here in ``mode``, else why not."""
+    sandbox = Sandbox.create(mode, CourseFiles())
+    command = [sys.executable, "-c", "import ipykernel, zmq"]
+    try:
+        proc = subprocess.run(sandbox.command(command, hide=[]), capture_output=True, text=True, timeout=120,
+                              env=kernel_env(sandbox.workdir))
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    finally:
+        sandbox.remove()
+    return "" if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["failed"])[-1]
 
 
 def isolation() -> tuple[str, str]:
-    """(mode, why): ``strict`` where it works, else ``plain``; ``PRENORM_ISOLATION`` forces one."""
+    """(mode, why): the strongest mode that works here; ``PRENORM_ISOLATION`` asks for one."""
     wanted = os.environ.get(ISOLATION_ENV, "").strip().lower()
     if wanted == PLAIN:
         return PLAIN, f"{ISOLATION_ENV}=plain"
-    if not _strict_possible():
-        why = "not root on Linux"
-    else:
-        why = _probe_strict()
-        if not why:
-            return STRICT, "root on Linux: each kernel runs as its own unprivileged user in a private mount namespace"
-    if wanted == STRICT:
-        raise RuntimeError(f"strict isolation is not available here ({why})")
-    return PLAIN, why
+    reasons = []
+    for mode, why in ((STRICT, "each kernel runs as its own unprivileged user in a private mount namespace"),
+                      (USER, "each kernel runs as its own unprivileged user")):
+        if wanted and wanted != mode:
+            continue
+        problem = _probe(mode) if _root_on_linux() else "not root on Linux"
+        if not problem:
+            return mode, why
+        reasons.append(f"{mode}: {problem}")
+    if wanted:
+        raise RuntimeError(f"{wanted} isolation is not available here ({'; '.join(reasons)})")
+    return PLAIN, "; ".join(reasons)
 
 
 _uids = itertools.count()
@@ -191,10 +197,21 @@ class Sandbox:
         for sub in ("course/notebooks", "home/.matplotlib", "tmp"):
             (stage / sub).mkdir(parents=True, exist_ok=True)
         _seed_font_cache(stage / "home" / ".matplotlib")
-        if mode == STRICT:
-            workdir = Path("/tmp") / f"prenorm-{secrets.token_hex(4)}"
-            return cls(mode, stage, workdir, next_uid())
-        return cls(mode, stage, stage, None)
+        if mode == STRICT:  # copied into the kernel's own memory file system by the jail
+            sandbox = cls(mode, stage, Path("/tmp") / f"prenorm-{secrets.token_hex(4)}", next_uid())
+        else:
+            sandbox = cls(mode, stage, stage, next_uid() if mode == USER else None)
+        sandbox.own()
+        return sandbox
+
+    def own(self) -> None:
+        """User mode: the staging folder becomes the kernel user's own (it works in it)."""
+        if self.mode != USER:
+            return
+        for folder, dirs, files in os.walk(self.stage):
+            os.chown(folder, self.uid, self.uid)
+            for name in dirs + files:
+                os.lchown(os.path.join(folder, name), self.uid, self.uid)
 
     def command(self, kernel_command: list[str], hide: list[Path]) -> list[str]:
         spec = jail_spec(self.mode, self.stage, self.workdir, self.uid or 0, hide)
