@@ -5,8 +5,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from prenorm_lib import TransformerBlock
 from prenorm_lib.checks import Hint
 from prenorm_lib.checks import block as check
+from prenorm_lib.checks.core import NotDone
+from prenorm_lib.exercises.remote import loopback
+
+pytest_plugins = ["learner_wire"]
 
 # ----------------------------------------------------------------------------- 4.1
 
@@ -99,14 +104,28 @@ def pre_unfilled(x, ln1, attn, ln2, ffn):
     raise NotImplementedError("Exercise 4.1: the pre-norm forward pass")
 
 
-def test_pre_norm_correct_passes(capsys):
-    check.pre_norm_forward(pre_norm)
+def test_pre_norm_correct_passes(via, capsys):
+    check.pre_norm_forward(via(pre_norm))
     assert capsys.readouterr().out.startswith("Exercise 4.1 passed:")
 
 
-def test_pre_norm_calling_the_library_passes(capsys):
-    check.pre_norm_forward(pre_norm_calls_block_method)
-    assert "passed" in capsys.readouterr().out
+@pytest.mark.parametrize(
+    ("library", "words"),
+    [
+        (TransformerBlock.pre_norm_forward, "the library's own `prenorm_lib.block.TransformerBlock.pre_norm_forward`"),
+        (TransformerBlock(16, 4, 48, 16).pre_norm_forward, "that is the library's own"),
+        (pre_norm_calls_block_method, "your code calls `TransformerBlock`, the library's own implementation"),
+    ],
+)
+def test_pre_norm_from_the_library_is_refused(library, words, via):
+    with pytest.raises(Hint, match=r"^Exercise 4\.1: ") as info:
+        check.pre_norm_forward(via(library))
+    assert words in str(info.value)
+
+
+def test_post_norm_from_the_library_is_refused(via):
+    with pytest.raises(Hint, match=r"^Exercise 4\.2: that is the library's own `[\w.]*post_norm_forward`"):
+        check.post_norm_forward(via(TransformerBlock.post_norm_forward))
 
 
 @pytest.mark.parametrize(
@@ -128,17 +147,19 @@ def test_pre_norm_calling_the_library_passes(capsys):
         (pre_skips_ffn_branch_weirdly, "ln2, ffn were never called"),
     ],
 )
-def test_pre_norm_mistakes_get_their_hint(learner, hint):
+def test_pre_norm_mistakes_get_their_hint(learner, hint, via):
     with pytest.raises(Hint) as info:
-        check.pre_norm_forward(learner)
+        check.pre_norm_forward(via(learner))
     message = str(info.value)
     assert message.startswith("Exercise 4.1: ")
     assert hint in message, message
 
 
-def test_pre_norm_unfilled_scaffold_propagates():
-    with pytest.raises(NotImplementedError):
-        check.pre_norm_forward(pre_unfilled)
+def test_pre_norm_unfilled_scaffold_is_not_done(via, capsys):
+    check.pre_norm_forward(via(pre_unfilled))
+    assert capsys.readouterr().out.startswith("Exercise 4.1 is not done yet — ")
+    with pytest.raises(NotDone):
+        check.pre_norm_forward.core(via(pre_unfilled))
 
 
 # ----------------------------------------------------------------------------- 4.2
@@ -194,8 +215,8 @@ def post_returns_tuple(x, ln1, attn, ln2, ffn):
     return z, ln2(z + ffn(z))
 
 
-def test_post_norm_correct_passes(capsys):
-    check.post_norm_forward(post_norm)
+def test_post_norm_correct_passes(via, capsys):
+    check.post_norm_forward(via(post_norm))
     assert capsys.readouterr().out.startswith("Exercise 4.2 passed:")
 
 
@@ -213,9 +234,9 @@ def test_post_norm_correct_passes(capsys):
         (post_returns_tuple, "expected a torch.Tensor"),
     ],
 )
-def test_post_norm_mistakes_get_their_hint(learner, hint):
+def test_post_norm_mistakes_get_their_hint(learner, hint, via):
     with pytest.raises(Hint) as info:
-        check.post_norm_forward(learner)
+        check.post_norm_forward(via(learner))
     message = str(info.value)
     assert message.startswith("Exercise 4.2: ")
     assert hint in message, message
@@ -286,3 +307,21 @@ def test_divergence_wrong_prediction_explains(prediction, hint):
 def test_divergence_runs_must_name_all_placements():
     with pytest.raises(ValueError, match="keys"):
         check.divergence_prediction(RIGHT, {"post": run(3.0)}, UNIGRAM)
+
+
+def test_divergence_placeholder_is_not_done(capsys):
+    check.divergence_prediction(..., RUNS, UNIGRAM)
+    assert capsys.readouterr().out.startswith("Exercise 4.3 is not done yet — replace each `...`")
+
+
+def test_grader_judges_divergence_against_the_solutions_answer(capsys):
+    """In the grader the runs come from the learner's kernel, so the key is the course solution's prediction."""
+    learner = loopback({"prediction": {"pre": "trains", "post": "trains", "none": "diverges"}})
+    with pytest.raises(Hint, match="post stalls \\(you said trains\\)"):
+        check.divergence_prediction.graded_with_key(learner.lookup("prediction"), key=(RIGHT,))
+    check.divergence_prediction.graded_with_key(dict(RIGHT), key=(RIGHT,))
+    with pytest.raises(NotDone):
+        check.divergence_prediction.graded_with_key(..., key=(RIGHT,))
+    assert "Exercise 4.3 passed: you predicted all three runs (pre trains, post stalls, none diverges)" in (
+        capsys.readouterr().out
+    )

@@ -13,8 +13,13 @@ import pytest
 import torch
 import torch.nn.functional as F  # the spelling learners use
 
+from prenorm_lib import functional
 from prenorm_lib.checks import Hint
 from prenorm_lib.checks import ffn as check
+from prenorm_lib.checks.core import NotDone
+from prenorm_lib.ffn import swiglu_hidden_dim
+
+pytest_plugins = ["learner_wire"]
 
 # ----------------------------------------------------------------------------- 2.1 silu
 
@@ -88,8 +93,8 @@ def silu_not_done(x):
 
 
 @pytest.mark.parametrize("fn", [silu_with_exp, silu_with_sigmoid, silu_with_tanh])
-def test_silu_accepts_correct_answers(fn, capsys):
-    check.silu(fn)
+def test_silu_accepts_correct_answers(fn, via, capsys):
+    check.silu(via(fn))
     assert capsys.readouterr().out.startswith("Exercise 2.1 passed: ")
 
 
@@ -106,15 +111,18 @@ def test_silu_accepts_correct_answers(fn, capsys):
         (silu_overflowing_negative, "exp overflowed"),
         (silu_library, "ready-made SiLU"),
         (silu_module, "ready-made SiLU"),
+        (F.silu, "that is the library's own `torch.nn.functional.silu`"),
+        (functional.silu, "that is the library's own `prenorm_lib.functional.silu`"),
+        (torch.nn.SiLU(), "that is the library's own `torch.nn.modules.activation.SiLU`"),
         (silu_in_place, "in place"),
         (silu_to_float32, "they keep the dtype"),
         (silu_crashes, "your code raised"),
         (lambda x: None, "forget to `return`"),
     ],
 )
-def test_silu_names_each_mistake(fn, words):
+def test_silu_names_each_mistake(fn, words, via):
     with pytest.raises(Hint, match=r"^Exercise 2\.1: ") as caught:
-        check.silu(fn)
+        check.silu(via(fn))
     assert words in str(caught.value), str(caught.value)
 
 
@@ -123,9 +131,11 @@ def test_silu_overflow_hint_names_the_input():
         check.silu(silu_overflowing)
 
 
-def test_silu_unfinished_scaffold_propagates():
-    with pytest.raises(NotImplementedError):
-        check.silu(silu_not_done)
+def test_silu_unfinished_scaffold_is_not_done(via, capsys):
+    check.silu(via(silu_not_done))
+    assert capsys.readouterr().out.startswith("Exercise 2.1 is not done yet — ")
+    with pytest.raises(NotDone):
+        check.silu.core(via(silu_not_done))
 
 
 # --------------------------------------------------------------------------- 2.2 swiglu
@@ -179,9 +189,18 @@ def swiglu_only_w2_untransposed(x, w1, w2, w3):
     return (F.silu(x @ w1.T) * (x @ w3.T)) @ w2
 
 
+def swiglu_weight_times_x(x, w1, w2, w3):
+    """The maths as written on paper, W x, with x as a column: right for one vector only."""
+    return w2 @ (F.silu(w1 @ x.T) * (w3 @ x.T))
+
+
+def swiglu_calls_library(x, w1, w2, w3):
+    return functional.swiglu(x, w1, w2, w3)
+
+
 @pytest.mark.parametrize("fn", [swiglu_correct, swiglu_with_linear])
-def test_swiglu_accepts_correct_answers(fn, capsys):
-    check.swiglu(fn)
+def test_swiglu_accepts_correct_answers(fn, via, capsys):
+    check.swiglu(via(fn))
     assert capsys.readouterr().out.startswith("Exercise 2.2 passed: ")
 
 
@@ -198,11 +217,16 @@ def test_swiglu_accepts_correct_answers(fn, capsys):
         (swiglu_no_w3, "w3 is never used"),
         (swiglu_no_w2, "apply W2"),
         (swiglu_only_w2_untransposed, "(out_features, in_features)"),
+        (swiglu_weight_times_x, "works for a single vector x of shape (d_model,) but not for a batch"),
+        (swiglu_weight_times_x, "x @ w.T"),
+        (functional.swiglu, "that is the library's own `prenorm_lib.functional.swiglu`"),
+        (swiglu_calls_library, "your code calls `functional.swiglu`"),
     ],
 )
-def test_swiglu_names_each_mistake(fn, words):
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")  # swiglu_weight_times_x transposes a batch
+def test_swiglu_names_each_mistake(fn, words, via):
     with pytest.raises(Hint, match=r"^Exercise 2\.2: ") as caught:
-        check.swiglu(fn)
+        check.swiglu(via(fn))
     assert words in str(caught.value), str(caught.value)
 
 
@@ -242,8 +266,8 @@ def hidden_two_thirds(d_model):
 
 
 @pytest.mark.parametrize("fn", [hidden_correct, lambda d: max(64, 64 * round(d / 24))])
-def test_hidden_dim_accepts_correct_answers(fn, capsys):
-    check.hidden_dim(fn)
+def test_hidden_dim_accepts_correct_answers(fn, via, capsys):
+    check.hidden_dim(via(fn))
     assert capsys.readouterr().out.startswith("Exercise 2.3 passed: ")
 
 
@@ -258,9 +282,11 @@ def test_hidden_dim_accepts_correct_answers(fn, capsys):
         (hidden_no_minimum, "at least one multiple"),
         (hidden_two_thirds, "expected"),
         (lambda d: str(d), "return an int"),
+        (swiglu_hidden_dim, "that is the library's own `prenorm_lib.ffn.swiglu_hidden_dim`"),
+        (lambda d: swiglu_hidden_dim(d), "your code calls `swiglu_hidden_dim`"),
     ],
 )
-def test_hidden_dim_names_each_mistake(fn, words):
+def test_hidden_dim_names_each_mistake(fn, words, via):
     with pytest.raises(Hint, match=r"^Exercise 2\.3: ") as caught:
-        check.hidden_dim(fn)
+        check.hidden_dim(via(fn))
     assert words in str(caught.value), str(caught.value)

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from prenorm_lib import functional
+from prenorm_lib import RMSNorm, functional
 from prenorm_lib.checks import Hint
 from prenorm_lib.checks import rmsnorm as check
+from prenorm_lib.checks.core import NotDone
+from prenorm_lib.exercises.remote import loopback
+
+pytest_plugins = ["learner_wire"]
 
 # --- Exercise 1.1: the kernel ----------------------------------------------------------
 
@@ -99,10 +107,47 @@ def not_done(x, weight, eps=1e-5):
     raise NotImplementedError("Exercise 1.1: rms_norm")
 
 
-@pytest.mark.parametrize("fn", [correct, functional.rms_norm], ids=["from scratch", "library"])
-def test_correct_kernel_passes(fn, capsys):
-    check.rms_norm(fn)
+def test_correct_kernel_passes(via, capsys):
+    check.rms_norm(via(correct))
     assert capsys.readouterr().out.startswith("Exercise 1.1 passed: ")
+
+
+def divides_in_place(x, weight, eps=1e-5):
+    x32 = x.to(torch.float32)  # no copy for a float32 input
+    x32 /= torch.sqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return (x32 * weight.float()).to(x.dtype)
+
+
+def calls_the_library(x, weight, eps=1e-5):
+    """Correct values, but the exercise asks for the kernel itself."""
+    return functional.rms_norm(x, weight, eps)
+
+
+def calls_torch(x, weight, eps=1e-5):
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
+
+
+def misspelt_name(x, weight, eps=1e-5):
+    x32 = x.float()
+    return (x32 / torch.sqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * weights.float()).to(x.dtype)  # noqa: F821
+
+
+def warns(x, weight, eps=1e-5):
+    warnings.warn("a library warning, not a print", UserWarning, stacklevel=1)
+    return correct(x, weight, eps)
+
+
+def test_a_warning_is_not_a_mistake(via, capsys):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check.rms_norm(via(warns))
+    assert capsys.readouterr().out.startswith("Exercise 1.1 passed: ")
+
+
+@pytest.mark.parametrize("library", [functional.rms_norm, F.rms_norm, torch.rms_norm])
+def test_the_library_kernel_itself_is_refused(library, via):
+    with pytest.raises(Hint, match=r"^Exercise 1\.1: that is the library's own `[\w.]*rms_norm`, not your code"):
+        check.rms_norm(via(library))
 
 
 @pytest.mark.parametrize(
@@ -114,6 +159,12 @@ def test_correct_kernel_passes(fn, capsys):
         (mean_over_first_axis, "the mean is over the wrong axis"),
         (mean_over_everything, "the mean is over the whole tensor"),
         (mean_without_keepdim, "your code raised RuntimeError"),
+        (mean_without_keepdim, "keepdim=True"),
+        (divides_in_place, "changed its input x in place"),
+        (calls_the_library, "your code calls `functional.rms_norm`, the library's own implementation"),
+        (calls_torch, "your code calls `F.rms_norm`"),
+        (misspelt_name, "NameError: name 'weights' is not defined (in misspelt_name, line "),
+        (misspelt_name, ") — did you mean `weight`?"),
         (no_upcast, "compute in float32"),
         (no_upcast_rsqrt, "compute in float32"),
         (no_gain, "ignores `weight`"),
@@ -126,15 +177,28 @@ def test_correct_kernel_passes(fn, capsys):
         (crashes, "your code raised NameError"),
     ],
 )
-def test_each_kernel_mistake_gets_its_hint(fn, expected):
+def test_each_kernel_mistake_gets_its_hint(fn, expected, via):
     with pytest.raises(Hint, match=r"^Exercise 1\.1: ") as info:
-        check.rms_norm(fn)
+        check.rms_norm(via(fn))
     assert expected in str(info.value)
 
 
-def test_unfilled_kernel_is_not_done():
-    with pytest.raises(NotImplementedError):
-        check.rms_norm(not_done)
+def test_unfilled_kernel_prints_one_line_and_core_says_not_done(via, capsys):
+    assert check.rms_norm(via(not_done)) is None
+    line = capsys.readouterr().out
+    if isinstance(via(not_done), type(not_done)):
+        assert line == "Exercise 1.1 is not done yet — fill in `not_done` above\n"
+    else:
+        assert line.startswith("Exercise 1.1 is not done yet — ")
+    with pytest.raises(NotDone, match=r"^Exercise 1\.1 is not done yet"):
+        check.rms_norm.core(via(not_done))
+
+
+def test_a_hint_shows_as_one_line_in_ipython():
+    with pytest.raises(Hint) as info:
+        check.rms_norm(forgot_eps)
+    (line,) = info.value._render_traceback_()
+    assert "Exercise 1.1" in line and "did you forget eps?" in line and "Traceback" not in line
 
 
 # --- Exercise 1.2: the module -----------------------------------------------------------
@@ -168,8 +232,8 @@ class NotDoneNorm(nn.Module):
         raise NotImplementedError("Exercise 1.2: RMSNorm module")
 
 
-def test_correct_module_passes(capsys):
-    check.rms_norm_module(make_module())
+def test_correct_module_passes(via, capsys):
+    check.rms_norm_module(via(make_module()))
     assert capsys.readouterr().out.startswith("Exercise 1.2 passed: ")
 
 
@@ -186,22 +250,50 @@ def test_correct_module_passes(capsys):
         (make_module(use_eps=False), "ignores eps"),
     ],
 )
-def test_each_module_mistake_gets_its_hint(cls, expected):
+def test_each_module_mistake_gets_its_hint(cls, expected, via):
     with pytest.raises(Hint, match=r"^Exercise 1\.2: ") as info:
-        check.rms_norm_module(cls)
+        check.rms_norm_module(via(cls))
     assert expected in str(info.value)
 
 
-def test_unfilled_module_is_not_done():
-    with pytest.raises(NotImplementedError):
-        check.rms_norm_module(NotDoneNorm)
+class LibraryNorm(RMSNorm):
+    pass
+
+
+@pytest.mark.parametrize("cls", [RMSNorm, nn.RMSNorm, LibraryNorm])
+def test_the_library_module_is_refused(cls, via):
+    with pytest.raises(Hint, match=r"^Exercise 1\.2: that is the library's own `[\w.]*RMSNorm`"):
+        check.rms_norm_module(via(cls))
+
+
+def test_unfilled_module_is_not_done(via, capsys):
+    check.rms_norm_module(via(NotDoneNorm))
+    assert capsys.readouterr().out.startswith("Exercise 1.2 is not done yet — ")
+    with pytest.raises(NotDone):
+        check.rms_norm_module.core(via(NotDoneNorm))
 
 
 # --- Exercise 1.3: predict, then run -----------------------------------------------------
 
 
-def test_right_predictions_pass(capsys):
-    check.fp16_prediction("inf", " 0 ")
+@pytest.mark.parametrize(("square", "normalised"), [("inf", " 0 "), (float("inf"), 0), (math.inf, 0.0), ("INF", "0")])
+def test_right_predictions_pass(square, normalised, capsys):
+    check.fp16_prediction(square, normalised)
+    assert "Exercise 1.3 passed: " in capsys.readouterr().out
+
+
+def test_placeholders_are_not_done(capsys):
+    check.fp16_prediction(..., ...)
+    assert capsys.readouterr().out == (
+        "Exercise 1.3 is not done yet — replace each `...` in the exercise cell above with your answer\n"
+    )
+    with pytest.raises(NotDone):
+        check.fp16_prediction.core("inf", ...)
+
+
+def test_answers_cross_the_wire_as_plain_data(capsys):
+    learner = loopback({"square": float("inf"), "norm": "0"})
+    check.fp16_prediction.core(learner.lookup("square"), learner.lookup("norm"))
     assert "Exercise 1.3 passed: " in capsys.readouterr().out
 
 
@@ -212,6 +304,9 @@ def test_right_predictions_pass(capsys):
         ("inf", "nan", "a finite x divided by inf is 0"),
         ("inf", "1", "every output is 0"),
         ("infinity", "0", "is not one of the choices"),
+        ("infinity", "0", "give the choice as one of these strings"),
+        (90000.0, "0", "65504"),
+        ("inf", float("nan"), "a finite x divided by inf is 0"),
     ],
 )
 def test_wrong_predictions_are_explained(square, normalised, expected):

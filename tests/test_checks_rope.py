@@ -1,11 +1,15 @@
 """The RoPE checkers pass correct answers and name each typical mistake with its own hint."""
 
+import numpy as np
 import pytest
 import torch
 
 from prenorm_lib import functional
 from prenorm_lib.checks import Hint
 from prenorm_lib.checks import rope as check
+from prenorm_lib.checks.core import NotDone
+
+pytest_plugins = ["learner_wire"]
 
 # ---------------------------------------------------------------- 3.1: cos/sin cache
 
@@ -72,18 +76,24 @@ def cache_unfinished(theta, d_k, max_seq_len):
     raise NotImplementedError("Exercise 3.1: build the cos/sin cache")
 
 
-def test_cache_right_passes(capsys):
-    check.cos_sin_cache(cache_right)
+def test_cache_right_passes(via, capsys):
+    check.cos_sin_cache(via(cache_right))
     assert capsys.readouterr().out.startswith("Exercise 3.1 passed: ")
 
 
-def test_cache_library_passes(capsys):
-    def via_library(theta, d_k, max_seq_len):
-        angles = functional.rope_angles(theta, d_k, max_seq_len)
+def test_cache_in_float64_passes(via, capsys):
+    def in_float64(theta, d_k, max_seq_len):
+        speeds = theta ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
+        angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float64), speeds)
         return angles.cos(), angles.sin()  # float64 is accepted
 
-    check.cos_sin_cache(via_library)
+    check.cos_sin_cache(via(in_float64))
     assert "passed" in capsys.readouterr().out
+
+
+def cache_from_library(theta, d_k, max_seq_len):
+    angles = functional.rope_angles(theta, d_k, max_seq_len)
+    return angles.cos(), angles.sin()
 
 
 @pytest.mark.parametrize(
@@ -99,18 +109,22 @@ def test_cache_library_passes(capsys):
         (cache_transposed, "transposed"),
         (cache_one_tensor, "tuple (cos, sin)"),
         (cache_crashes, "raised IndexError"),
+        (functional.rope_angles, "that is the library's own `prenorm_lib.functional.rope_angles`"),
+        (cache_from_library, "your code calls `rope_angles`, the library's own implementation"),
     ],
 )
-def test_cache_mistakes_get_their_hint(wrong, words):
+def test_cache_mistakes_get_their_hint(wrong, words, via):
     with pytest.raises(Hint) as info:
-        check.cos_sin_cache(wrong)
+        check.cos_sin_cache(via(wrong))
     assert str(info.value).startswith("Exercise 3.1: ")
     assert words in str(info.value)
 
 
-def test_cache_unfinished_propagates():
-    with pytest.raises(NotImplementedError):
-        check.cos_sin_cache(cache_unfinished)
+def test_cache_unfinished_is_not_done(via, capsys):
+    check.cos_sin_cache(via(cache_unfinished))
+    assert capsys.readouterr().out.startswith("Exercise 3.1 is not done yet — ")
+    with pytest.raises(NotDone):
+        check.cos_sin_cache.core(via(cache_unfinished))
 
 
 # ---------------------------------------------------------------- 3.2: rotation
@@ -178,13 +192,13 @@ def rotate_in_place(x, cos, sin):
     return out
 
 
-def test_rotation_right_passes(capsys):
-    check.rotate_pairs(rotate_right)
+def test_rotation_right_passes(via, capsys):
+    check.rotate_pairs(via(rotate_right))
     assert capsys.readouterr().out.startswith("Exercise 3.2 passed: ")
 
 
-def test_rotation_by_complex_numbers_passes(capsys):
-    check.rotate_pairs(rotate_complex)
+def test_rotation_by_complex_numbers_passes(via, capsys):
+    check.rotate_pairs(via(rotate_complex))
     assert "passed" in capsys.readouterr().out
 
 
@@ -201,11 +215,13 @@ def test_rotation_by_complex_numbers_passes(capsys):
         (rotate_extra_dim, "broadcasting"),
         (rotate_float32_out, "cast cos and sin to x.dtype"),
         (rotate_in_place, "in place"),
+        (functional.apply_rope, "that is the library's own `prenorm_lib.functional.apply_rope`"),
+        (lambda x, cos, sin: functional.apply_rope(x, cos, sin), "your code calls `apply_rope`"),
     ],
 )
-def test_rotation_mistakes_get_their_hint(wrong, words):
+def test_rotation_mistakes_get_their_hint(wrong, words, via):
     with pytest.raises(Hint) as info:
-        check.rotate_pairs(wrong)
+        check.rotate_pairs(via(wrong))
     assert str(info.value).startswith("Exercise 3.2: ")
     assert words in str(info.value)
 
@@ -217,9 +233,9 @@ def test_first_slow_pair_is_21():
     assert check.first_slow_pair() == 21
 
 
-@pytest.mark.parametrize("answer", [21, 21.0, torch.tensor(21)])
-def test_long_range_right_answer_passes(answer, capsys):
-    check.long_range_pair(answer)
+@pytest.mark.parametrize("answer", [21, 21.0, torch.tensor(21), np.int64(21)])
+def test_long_range_right_answer_passes(answer, via, capsys):
+    check.long_range_pair(via(answer))
     assert capsys.readouterr().out.startswith("Exercise 3.3 passed: ")
 
 
@@ -228,8 +244,13 @@ def test_long_range_right_answer_passes(answer, capsys):
     [(22, "off by one"), (0, "fastest clock"), (31, "slowest clock"), (40, "numbered 0"), (12, "not quite"),
      ("late pairs", "one whole number"), (20.5, "one whole number")],
 )
-def test_long_range_wrong_answers(answer, words):
+def test_long_range_wrong_answers(answer, words, via):
     with pytest.raises(Hint) as info:
-        check.long_range_pair(answer)
+        check.long_range_pair(via(answer))
     assert str(info.value).startswith("Exercise 3.3: ")
     assert words in str(info.value)
+
+
+def test_long_range_placeholder_is_not_done(capsys):
+    check.long_range_pair(...)
+    assert capsys.readouterr().out.startswith("Exercise 3.3 is not done yet — replace each `...`")

@@ -17,13 +17,25 @@ output and a match names the mistake.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
 from prenorm_lib.block import NORM_PLACEMENTS, TransformerBlock
-from prenorm_lib.checks.core import Hint, call_learner, expect, expect_close, passed
+from prenorm_lib.checks.core import (
+    Hint,
+    call_learner,
+    describe,
+    exercise,
+    expect,
+    expect_close,
+    passed,
+    probe,
+    refuse_library_calls,
+    refuse_library_object,
+)
 
 __all__ = ["divergence_prediction", "outcome_of", "post_norm_forward", "pre_norm_forward"]
 
@@ -46,6 +58,9 @@ class _Counted:
         return getattr(self.module, attr)
 
 
+PARTS = ("ln1", "attn", "ln2", "ffn")
+
+
 def _test_block(seed: int) -> TransformerBlock:
     """A small block whose two norms have different, non-trivial gains."""
     gen = torch.Generator().manual_seed(seed)
@@ -55,6 +70,23 @@ def _test_block(seed: int) -> TransformerBlock:
         block.ln1.weight.copy_(1 + 0.5 * torch.randn(D_MODEL, generator=gen))
         block.ln2.weight.copy_(0.3 + 0.5 * torch.rand(D_MODEL, generator=gen))
     return block.eval()
+
+
+def _counted_parts(state: dict[str, torch.Tensor]) -> tuple[_Counted, ...]:
+    """The four submodules of a test block with these weights, each counting its calls (a probe)."""
+    block = TransformerBlock(D_MODEL, NUM_HEADS, D_FF, MAX_SEQ_LEN, norm="pre")
+    block.load_state_dict(state)
+    return tuple(_Counted(name, getattr(block.eval(), name)) for name in PARTS)
+
+
+def _call_counts(*parts: _Counted) -> list[int]:
+    """How often each counted submodule was called (a probe)."""
+    return [part.calls for part in parts]
+
+
+def _parts_for(fn: Callable, block: TransformerBlock) -> tuple:
+    """The block's submodules, counting their calls, where the learner's function lives."""
+    return tuple(probe(fn, _counted_parts, dict(block.state_dict())))
 
 
 def _cases() -> dict[str, torch.Tensor]:
@@ -86,7 +118,7 @@ def _check_block(
         block = _test_block(seed)
         parts = (block.ln1, block.attn, block.ln2, block.ffn)
         for label, x in _cases().items():
-            counted = [_Counted(n, m) for n, m in zip(("ln1", "attn", "ln2", "ffn"), parts, strict=True)]
+            counted = _parts_for(fn, block)
             x_in = x.clone()
             with torch.no_grad():
                 got = call_learner(ex, fn, x_in, *counted)
@@ -100,11 +132,17 @@ def _check_block(
                 for variant, hint in variants.values():
                     if _matches(got, variant(x, *parts)):
                         raise Hint(ex, hint)
-            never = [c.name for c in counted if c.calls == 0]
+            calls = probe(fn, _call_counts, *counted)
+            never = [name for name, n in zip(PARTS, calls, strict=True) if n == 0]
             detail = f" ({', '.join(never)} {'was' if len(never) == 1 else 'were'} never called)" if never else ""
             expect_close(ex, got, want, f"the output differs from {formula} for {label}{detail}",
                          shape_hint="a block maps (..., T, d_model) to the same shape.",
                          dtype_hint="keep the input's dtype: add tensors, don't convert them.")
+
+
+BLOCK_CONSTRUCTION = r"|\bTransformerBlock\s*\("
+BLOCK_TASK = ("this exercise asks you to write the forward pass yourself from ln1, attn, ln2 and ffn; compare "
+              "with the library's method afterwards")
 
 
 # ---------------------------------------------------------------------------------------
@@ -190,9 +228,12 @@ _PRE_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
 }
 
 
+@exercise("4.1")
 def pre_norm_forward(fn: Callable) -> None:
     """Exercise 4.1: check ``fn(x, ln1, attn, ln2, ffn)`` is the pre-norm block."""
+    refuse_library_object("4.1", fn, {"prenorm_lib.block.TransformerBlock.pre_norm_forward"}, BLOCK_TASK)
     _check_block("4.1", fn, _pre, _PRE_NORM_MISTAKES, "h = x + attn(ln1(x)), y = h + ffn(ln2(h))")
+    refuse_library_calls("4.1", fn, re.compile(r"\bpre_norm_forward\b" + BLOCK_CONSTRUCTION), BLOCK_TASK)
     passed("4.1", "pre-norm block matches TransformerBlock.pre_norm_forward on 4 shapes × 2 seeds")
 
 
@@ -254,9 +295,12 @@ _POST_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
 }
 
 
+@exercise("4.2")
 def post_norm_forward(fn: Callable) -> None:
     """Exercise 4.2: check ``fn(x, ln1, attn, ln2, ffn)`` is the post-norm block."""
+    refuse_library_object("4.2", fn, {"prenorm_lib.block.TransformerBlock.post_norm_forward"}, BLOCK_TASK)
     _check_block("4.2", fn, _post, _POST_NORM_MISTAKES, "z = ln1(x + attn(x)), y = ln2(z + ffn(z))")
+    refuse_library_calls("4.2", fn, re.compile(r"\bpost_norm_forward\b" + BLOCK_CONSTRUCTION), BLOCK_TASK)
     passed("4.2", "post-norm block matches TransformerBlock.post_norm_forward on 4 shapes × 2 seeds")
 
 
@@ -294,25 +338,17 @@ def outcome_of(run: Any, unigram_loss: float) -> str:
     return "stalls" if run.final_val_loss > unigram_loss - STALL_MARGIN else "trains"
 
 
-def divergence_prediction(prediction: Any, runs: Mapping[str, Any], unigram_loss: float) -> None:
-    """Exercise 4.3: compare the predicted outcome of each placement with its actual run.
-
-    ``prediction`` maps "pre", "post" and "none" to one of "trains", "stalls",
-    "diverges". ``runs`` maps the same names to the :class:`prenorm_lib.train.History` of
-    each run; ``unigram_loss`` is the loss of predicting word frequencies only.
-    """
-    if set(runs) != set(NORM_PLACEMENTS):
-        raise ValueError(f"runs must have the keys {NORM_PLACEMENTS}, got {sorted(runs)}")
+def _judge_prediction(prediction: Any, actual: Mapping[str, str]) -> None:
+    """Compare a prediction with the actual outcome of each placement."""
     ex = "4.3"
     expect(ex, isinstance(prediction, Mapping),
            f"prediction must be a dict like {{'pre': 'trains', 'post': ..., 'none': ...}}, "
-           f"got {type(prediction).__name__}")
+           f"got {describe(prediction)}")
     expect(ex, set(prediction) == set(NORM_PLACEMENTS),
            f"prediction needs exactly the keys 'pre', 'post', 'none', got {sorted(map(str, prediction))}")
     for name, guess in prediction.items():
         expect(ex, isinstance(guess, str) and guess.strip().lower() in OUTCOMES,
                f"prediction[{name!r}] = {guess!r} is not one of 'trains', 'stalls', 'diverges'")
-    actual = {name: outcome_of(runs[name], unigram_loss) for name in NORM_PLACEMENTS}
     summary = ", ".join(f"{name} {actual[name]}" for name in NORM_PLACEMENTS)
     wrong = [name for name in NORM_PLACEMENTS if prediction[name].strip().lower() != actual[name]]
     if wrong:
@@ -322,3 +358,29 @@ def divergence_prediction(prediction: Any, runs: Mapping[str, Any], unigram_loss
         )
         raise Hint(ex, f"not quite — {reasons}.")
     passed(ex, f"you predicted all three runs ({summary})")
+
+
+def divergence_from_key(prediction: Any, *, key: tuple[Any, ...]) -> None:
+    """Exercise 4.3 in the grader: judge against the course solution's own prediction.
+
+    The runs are computed by the notebook, i.e. in the learner's kernel, so the grader
+    cannot take them from there. The solution's prediction is what they showed: the
+    course notebook passes this very check on every nbval run.
+    """
+    (answer,) = key
+    if not isinstance(answer, Mapping) or set(answer) != set(NORM_PLACEMENTS):
+        raise ValueError(f"the course solution's prediction must name {NORM_PLACEMENTS}, got {answer!r}")
+    _judge_prediction(prediction, {name: str(answer[name]).strip().lower() for name in NORM_PLACEMENTS})
+
+
+@exercise("4.3", graded_with_key=divergence_from_key)
+def divergence_prediction(prediction: Any, runs: Mapping[str, Any], unigram_loss: float) -> None:
+    """Exercise 4.3: compare the predicted outcome of each placement with its actual run.
+
+    ``prediction`` maps "pre", "post" and "none" to one of "trains", "stalls",
+    "diverges". ``runs`` maps the same names to the :class:`prenorm_lib.train.History` of
+    each run; ``unigram_loss`` is the loss of predicting word frequencies only.
+    """
+    if set(runs) != set(NORM_PLACEMENTS):
+        raise ValueError(f"runs must have the keys {NORM_PLACEMENTS}, got {sorted(runs)}")
+    _judge_prediction(prediction, {name: outcome_of(runs[name], unigram_loss) for name in NORM_PLACEMENTS})

@@ -13,7 +13,6 @@ variant names the mistake, so the hint says what to change rather than "values d
 
 from __future__ import annotations
 
-import inspect
 import math
 import re
 from collections.abc import Callable
@@ -21,7 +20,16 @@ from collections.abc import Callable
 import torch
 
 from prenorm_lib import functional
-from prenorm_lib.checks.core import Hint, call_learner, expect, expect_close, passed
+from prenorm_lib.checks.core import (
+    Hint,
+    call_learner,
+    exercise,
+    expect,
+    expect_close,
+    passed,
+    refuse_library_calls,
+    refuse_library_object,
+)
 from prenorm_lib.ffn import swiglu_hidden_dim
 
 __all__ = ["hidden_dim", "silu", "swiglu"]
@@ -47,20 +55,20 @@ def _first_matching_variant(got: object, x_args: tuple, variants: dict[str, tupl
     return None
 
 
-def _source(fn: Callable) -> str:
-    """The learner's source code, or "" when Python cannot find it (built-ins, C code)."""
-    try:
-        return inspect.getsource(fn)
-    except (OSError, TypeError):
-        return ""
-
-
 # ---------------------------------------------------------------------------------------
 # Exercise 2.1: SiLU from its definition
 # ---------------------------------------------------------------------------------------
 
-# A call of a library SiLU: F.silu(, torch.nn.functional.silu(, functional.silu(, nn.SiLU(
-_LIBRARY_SILU = re.compile(r"\.\s*silu_?\s*\(|\bnn\.SiLU\b|torch\.nn\.functional")
+# A library SiLU: F.silu, torch.nn.functional.silu, functional.silu, torch.silu_, nn.SiLU, torch.nn.functional
+_LIBRARY_SILU = re.compile(
+    r"\b(?:F|functional|torch|nn\s*\.\s*functional)\s*\.\s*silu_?\b|\bnn\s*\.\s*SiLU\b"
+    r"|\btorch\s*\.\s*nn\s*\.\s*functional\b"
+)
+_LIBRARY_SILUS = frozenset(
+    {"torch.nn.functional.silu", "prenorm_lib.functional.silu", "torch.nn.modules.activation.SiLU"}
+)
+SILU_TASK = ("calling a ready-made SiLU is correct, but the point of this exercise is to build it from torch.exp or "
+             "torch.sigmoid — try x · σ(x) with σ(x) = 1 / (1 + exp(-x))")
 
 _SILU_VARIANTS: dict[str, tuple[Callable, str]] = {
     "relu": (
@@ -95,9 +103,11 @@ _SILU_VARIANTS: dict[str, tuple[Callable, str]] = {
 }
 
 
+@exercise("2.1")
 def silu(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     """Exercise 2.1: check ``fn(x) == x * sigmoid(x)``, written without torch.nn.functional."""
     ex = "2.1"
+    refuse_library_object(ex, fn, _LIBRARY_SILUS, SILU_TASK)
     torch.manual_seed(21)
     grid = torch.linspace(-6.0, 6.0, 49)  # (49,)
     x_in = grid.clone()
@@ -132,14 +142,8 @@ def silu(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
                      atol=atol, rtol=rtol,
                      shape_hint="SiLU works elementwise, so the output has the input's shape.",
                      dtype_hint="use tensor operations only (torch.exp, torch.sigmoid, *, /): they keep the dtype.")
-    # Checked last: an unfilled scaffold's message names torch.nn.functional too.
-    expect(
-        ex,
-        not _LIBRARY_SILU.search(_source(fn)),
-        "your function calls a ready-made SiLU (torch.nn.functional / F.silu / nn.SiLU). It is "
-        "correct, but the point of this exercise is to build it from torch.exp or torch.sigmoid "
-        "— try x · σ(x) with σ(x) = 1 / (1 + exp(-x)).",
-    )
+    # Checked last, once the values are right: a wrong answer gets the hint about its values first.
+    refuse_library_calls(ex, fn, _LIBRARY_SILU, SILU_TASK)
     passed(ex, "silu matches x·σ(x) on a grid, on batches, in float16/float64, and stays finite at ±1000")
 
 
@@ -215,20 +219,44 @@ def _swiglu_case(d_model: int, d_ff: int, lead: tuple[int, ...], dtype=torch.flo
     return x, w1, w2, w3
 
 
+_LIBRARY_SWIGLU = frozenset({"prenorm_lib.functional.swiglu"})
+_LIBRARY_SWIGLU_CALLS = re.compile(r"\bfunctional\s*\.\s*swiglu\b|\bSwiGLU\s*\(")
+SWIGLU_TASK = ("this exercise asks you to write the forward pass yourself from matrix products and SiLU "
+               "(F.silu is fine); compare with functional.swiglu afterwards")
+STORAGE_HINT = ("The weights are stored (out_features, in_features): w1 and w3 are (d_ff, d_model), w2 is "
+                "(d_model, d_ff), so W x is x @ w.T.")
+COLUMN_HINT = ("your function works for a single vector x of shape (d_model,) but not for a batch (..., d_model): "
+               "`w @ x.T` treats x as one column. Write x @ w.T, which keeps every leading dimension of x: "
+               "(..., d_model) @ (d_model, d_ff) → (..., d_ff)")
+
+
+def _works_on_one_vector(ex: str, fn: Callable) -> bool:
+    """True if ``fn`` gets the single-vector case right (then a batch failure is a layout mistake)."""
+    args = _swiglu_case(8, 12, ())
+    try:
+        got = call_learner(ex, fn, *(a.clone() for a in args))
+    except Hint:
+        return False
+    return _matches(got, functional.swiglu(*args))
+
+
 def _call_swiglu(ex: str, fn: Callable, args: tuple) -> torch.Tensor:
-    """Call the learner; a matmul shape error gets a hint about (out, in) storage."""
+    """Call the learner; a matmul shape error gets a hint about (out, in) storage or about W @ x.T."""
     try:
         return call_learner(ex, fn, *(a.clone() for a in args))
     except Hint as hint:
+        if args[0].dim() > 1 and _works_on_one_vector(ex, fn):
+            raise Hint(ex, f"{hint.hint}. {COLUMN_HINT}") from None
         if "cannot be multiplied" in hint.hint or "size of tensor" in hint.hint or "mismatch" in hint.hint:
-            raise Hint(ex, f"{hint.hint}. The weights are stored (out_features, in_features): w1 and w3 "
-                           "are (d_ff, d_model), w2 is (d_model, d_ff), so W x is x @ w.T.") from None
+            raise Hint(ex, f"{hint.hint}. {STORAGE_HINT}") from None
         raise
 
 
+@exercise("2.2")
 def swiglu(fn: Callable[..., torch.Tensor]) -> None:
     """Exercise 2.2: check ``fn(x, w1, w2, w3) == W2 (SiLU(W1 x) ⊙ W3 x)``."""
     ex = "2.2"
+    refuse_library_object(ex, fn, _LIBRARY_SWIGLU, SWIGLU_TASK)
     torch.manual_seed(22)
     cases = {
         "x of shape (2, 5, 8) with d_ff = 12": _swiglu_case(8, 12, (2, 5)),
@@ -248,9 +276,12 @@ def swiglu(fn: Callable[..., torch.Tensor]) -> None:
         if isinstance(got, torch.Tensor) and d_ff != d_model and got.shape == (*want.shape[:-1], d_ff):
             raise Hint(ex, f"for {label}: the output has d_ff features — apply W2 (x @ w2.T) to bring it "
                            "back to d_model.")
+        if isinstance(got, torch.Tensor) and args[0].dim() > 1 and got.shape == want.shape[::-1]:
+            raise Hint(ex, f"for {label}: the output is transposed ({tuple(got.shape)}) — {COLUMN_HINT}")
         expect_close(ex, got, want, f"for {label}: values differ from W2 (SiLU(W1 x) ⊙ W3 x)",
                      shape_hint="the output must have x's shape (..., d_model)",
                      dtype_hint="keep the input's dtype (no .float() or .double())")
+    refuse_library_calls(ex, fn, _LIBRARY_SWIGLU_CALLS, SWIGLU_TASK)
     passed(ex, "swiglu matches W2(SiLU(W1 x) ⊙ W3 x) for square and rectangular weights, batches, a single "
                "vector and float64")
 
@@ -283,9 +314,16 @@ _HIDDEN_VARIANTS: dict[str, tuple[Callable[[int], int], str]] = {
 }
 
 
+_LIBRARY_WIDTHS = frozenset({"prenorm_lib.ffn.swiglu_hidden_dim", "prenorm_lib.ffn.default_hidden_dim"})
+_LIBRARY_WIDTH_CALLS = re.compile(r"\b(?:swiglu_hidden_dim|default_hidden_dim)\b")
+WIDTH_TASK = "this exercise asks you to write the rounding rule yourself (8/3·d_model to the nearest multiple of 64)"
+
+
+@exercise("2.3")
 def hidden_dim(fn: Callable[[int], int]) -> None:
     """Exercise 2.3: check ``fn(d_model) == swiglu_hidden_dim(d_model)`` (nearest multiple of 64)."""
     ex = "2.3"
+    refuse_library_object(ex, fn, _LIBRARY_WIDTHS, WIDTH_TASK)
     got = {d: call_learner(ex, fn, d) for d in _D_MODELS}
     for d, value in got.items():
         if isinstance(value, float) or (isinstance(value, torch.Tensor) and value.numel() == 1):
@@ -295,6 +333,7 @@ def hidden_dim(fn: Callable[[int], int]) -> None:
                f"for d_model = {d} you returned {value!r} ({type(value).__name__}); return an int.")
     want = {d: swiglu_hidden_dim(d) for d in _D_MODELS}
     if got == want:
+        refuse_library_calls(ex, fn, _LIBRARY_WIDTH_CALLS, WIDTH_TASK)
         passed(ex, "d_ff = 8/3·d_model rounded to the nearest multiple of 64 for d_model from 8 to 5120")
         return
     usual = [d for d in _D_MODELS if d >= 64]

@@ -11,13 +11,25 @@ the case that tells them apart, the hint says so.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from prenorm_lib import functional
-from prenorm_lib.checks.core import Hint, call_learner, expect, expect_choice, expect_close, passed
+from prenorm_lib.checks.core import (
+    Hint,
+    call_learner,
+    exercise,
+    expect,
+    expect_choice,
+    expect_close,
+    passed,
+    probe,
+    refuse_library_calls,
+    refuse_library_object,
+)
 
 __all__ = ["MISTAKES", "fp16_prediction", "rms_norm", "rms_norm_module"]
 
@@ -99,6 +111,18 @@ MISTAKES: dict[str, tuple[Callable, str]] = {
 }
 
 KERNEL_DTYPE_HINT = "cast the result back to the input dtype (x.dtype): fp16 in, fp16 out"
+KERNEL_TASK = ("this exercise asks you to write the kernel yourself from torch operations (pow, mean, sqrt, ...); "
+               "compare with the library afterwards")
+LIBRARY_KERNELS = frozenset({"prenorm_lib.functional.rms_norm", "torch.nn.functional.rms_norm", "torch.rms_norm"})
+LIBRARY_KERNEL_CALLS = re.compile(r"\b(?:functional|F|torch|nn\s*\.\s*functional)\s*\.\s*rms_norm\b|\bRMSNorm\s*\(")
+IN_PLACE_HINT = (
+    "your function changed its input x in place — `x.to(torch.float32)` does not copy a float32 input, so "
+    "`x32 /= rms` (or `x32.div_(...)`) divides the caller's tensor too. Write `x32 / rms`, which makes a new tensor"
+)
+KEEPDIM_HINT = (
+    "the mean over the last dimension dropped that dimension, so x (..., d) and the RMS (...) do not line up — "
+    "keep it with mean(dim=-1, keepdim=True), which gives (..., 1)"
+)
 
 
 def _matches(got: torch.Tensor, candidate: torch.Tensor) -> bool:
@@ -129,11 +153,27 @@ def _tolerances(dtype: torch.dtype) -> tuple[float, float]:
     return {torch.float16: (2e-3, 2e-3), torch.bfloat16: (2e-2, 2e-2)}.get(dtype, (1e-5, 1e-4))
 
 
+def _call_kernel(fn: Callable, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """The learner's kernel on one case; a broadcasting error gets the keepdim explanation."""
+    try:
+        return call_learner(KERNEL, fn, x, weight, eps)
+    except Hint as hint:
+        if "must match the size of tensor" in hint.hint:
+            raise Hint(KERNEL, f"{hint.hint} — {KEEPDIM_HINT}") from None
+        raise
+
+
+@exercise(KERNEL)
 def rms_norm(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]) -> None:
     """Exercise 1.1: ``fn(x, weight, eps)`` must equal ``functional.rms_norm`` on every case."""
+    refuse_library_object(KERNEL, fn, LIBRARY_KERNELS, KERNEL_TASK)
     for description, x, weight, eps in _kernel_cases():
         want = functional.rms_norm(x, weight, eps)
-        got = call_learner(KERNEL, fn, x.clone(), weight.clone(), eps)
+        x_in, weight_in = x.clone(), weight.clone()
+        got = _call_kernel(fn, x_in, weight_in, eps)
+        expect(KERNEL, torch.equal(x_in, x), f"on {description}: {IN_PLACE_HINT}")
+        expect(KERNEL, torch.equal(weight_in, weight),
+               f"on {description}: your function changed `weight` in place — multiply into a new tensor")
         if isinstance(got, torch.Tensor) and got.dtype == want.dtype and not _matches(got, want):
             for wrong, hint in MISTAKES.values():
                 if not _matches(want, wrong(x, weight, eps)) and _matches(got, wrong(x, weight, eps)):
@@ -146,49 +186,81 @@ def rms_norm(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]) ->
             atol=atol, rtol=rtol, dtype_hint=KERNEL_DTYPE_HINT,
             shape_hint="the output must have the input's shape; keep the reduced dimension (keepdim=True)",
         )
+    refuse_library_calls(KERNEL, fn, LIBRARY_KERNEL_CALLS, KERNEL_TASK)
     passed(KERNEL, "matches RMSNorm on float32 batches, a tiny and an all-zero row, a custom eps, fp16 and bf16")
 
 
+LIBRARY_MODULES = frozenset({"prenorm_lib.norm.RMSNorm", "torch.nn.modules.normalization.RMSNorm"})
+MODULE_TASK = ("this exercise asks you to write the module yourself: subclass nn.Module, store the gain as an "
+               "nn.Parameter and call your kernel (or functional.rms_norm) in forward")
+
+
+def _module_facts(module: object) -> dict:
+    """What Exercise 1.2 needs to know about a learner's module, as plain data (a probe)."""
+    facts = {"is_module": isinstance(module, nn.Module)}
+    weight = getattr(module, "weight", None) if facts["is_module"] else None
+    facts["has_weight"] = weight is not None
+    facts["weight_type"] = type(weight).__name__
+    facts["is_parameter"] = isinstance(weight, nn.Parameter)
+    if isinstance(weight, torch.Tensor):
+        facts |= {
+            "shape": list(weight.shape), "dtype": str(weight.dtype).removeprefix("torch."),
+            "device": weight.device.type,
+            "ones": weight.device.type != "meta" and bool((weight.detach() == 1).all()),
+        }
+    facts["n_params"] = sum(p.numel() for p in module.parameters()) if facts["is_module"] else 0
+    return facts
+
+
+def _set_weight(module: nn.Module, value: torch.Tensor) -> None:
+    """Give a learner's module the gain ``value`` (a probe)."""
+    with torch.no_grad():
+        module.weight.copy_(value)
+
+
+@exercise(MODULE)
 def rms_norm_module(cls: type) -> None:
     """Exercise 1.2: ``cls(d_model, eps=1e-5, device=None, dtype=None)`` behaves like ``RMSNorm``."""
+    refuse_library_object(MODULE, cls, LIBRARY_MODULES, MODULE_TASK)
     d_model = 8
     module = call_learner(MODULE, cls, d_model)
-    expect(MODULE, isinstance(module, nn.Module), f"{cls!r} did not build an nn.Module — subclass nn.Module")
-    weight = getattr(module, "weight", None)
-    expect(MODULE, weight is not None, "the module has no `weight` — store the gain as self.weight")
+    facts = probe(cls, _module_facts, module)
+    expect(MODULE, facts["is_module"], f"{cls!r} did not build an nn.Module — subclass nn.Module")
+    expect(MODULE, facts["has_weight"], "the module has no `weight` — store the gain as self.weight")
     expect(
-        MODULE, isinstance(weight, nn.Parameter),
-        f"self.weight is a {type(weight).__name__}, not an nn.Parameter — wrap it in nn.Parameter(...) so "
+        MODULE, facts["is_parameter"],
+        f"self.weight is a {facts['weight_type']}, not an nn.Parameter — wrap it in nn.Parameter(...) so "
         "that module.parameters() and the optimiser see it",
     )
     expect(
-        MODULE, weight.shape == (d_model,),
-        f"self.weight has shape {tuple(weight.shape)}, expected ({d_model},) — one gain per channel: (d_model,)",
+        MODULE, tuple(facts["shape"]) == (d_model,),
+        f"self.weight has shape {tuple(facts['shape'])}, expected ({d_model},) — one gain per channel: (d_model,)",
     )
     expect(
-        MODULE, bool((weight.detach() == 1).all()),
+        MODULE, facts["ones"],
         "self.weight does not start at ones (initialised randomly?) — use torch.ones so a fresh RMSNorm "
         "only normalises",
     )
-    n_params = sum(p.numel() for p in module.parameters())
     expect(
-        MODULE, n_params == d_model,
-        f"the module has {n_params} parameters, expected {d_model} — RMSNorm has a gain and nothing else (no bias)",
+        MODULE, facts["n_params"] == d_model,
+        f"the module has {facts['n_params']} parameters, expected {d_model} — RMSNorm has a gain and nothing else "
+        "(no bias)",
     )
-    wide = call_learner(MODULE, cls, d_model, dtype=torch.float64).weight
-    expect(MODULE, wide.dtype == torch.float64, "dtype=torch.float64 was ignored — pass dtype= on to torch.ones")
-    meta = call_learner(MODULE, cls, d_model, device="meta").weight
-    expect(MODULE, meta.device.type == "meta", "device='meta' was ignored — pass device= on to torch.ones")
+    wide = probe(cls, _module_facts, call_learner(MODULE, cls, d_model, dtype=torch.float64))
+    expect(MODULE, wide.get("dtype") == "float64", "dtype=torch.float64 was ignored — pass dtype= on to torch.ones")
+    meta = probe(cls, _module_facts, call_learner(MODULE, cls, d_model, device="meta"))
+    expect(MODULE, meta.get("device") == "meta", "device='meta' was ignored — pass device= on to torch.ones")
 
     gen = torch.Generator().manual_seed(2)
     x = torch.randn(2, 3, d_model, generator=gen)
-    with torch.no_grad():
-        weight.copy_(torch.rand(d_model, generator=gen) + 0.5)
+    gain = torch.rand(d_model, generator=gen) + 0.5
+    probe(cls, _set_weight, module, gain)
     got = call_learner(MODULE, module, x)
-    want = functional.rms_norm(x, weight.detach())
+    want = functional.rms_norm(x, gain)
     if _matches(got, functional.rms_norm(x, torch.ones(d_model))):
         raise Hint(MODULE, "forward ignores self.weight — pass it to the kernel")
-    expect_close(MODULE, got, want, "forward(x) differs from functional.rms_norm(x, self.weight, self.eps)")
+    expect_close(MODULE, got, want, "forward(x) differs from functional.rms_norm(x, self.weight, self.eps)",
+                 shape_hint=f"forward must keep x's shape; {KEEPDIM_HINT}")
     expect(
         MODULE, isinstance(got, torch.Tensor) and got.requires_grad,
         "the output does not depend on self.weight through autograd — call the kernel with the parameter itself",
@@ -218,6 +290,7 @@ def _describe(t: torch.Tensor) -> str:
     return "something else"
 
 
+@exercise(PREDICT)
 def fp16_prediction(square: str, normalised: str) -> None:
     """Exercise 1.3: predictions of fp16 300² and of RMSNorm without upcast on [300, −300, 300, −300]."""
     x = torch.tensor([300.0, -300.0, 300.0, -300.0], dtype=torch.float16)

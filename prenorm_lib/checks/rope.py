@@ -9,12 +9,23 @@ reference, so the hint can name the mistake rather than just say "wrong".
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 
 import torch
 
 from prenorm_lib import functional
-from prenorm_lib.checks.core import Hint, call_learner, expect_close, passed
+from prenorm_lib.checks.core import (
+    Hint,
+    call_learner,
+    exercise,
+    expect_close,
+    passed,
+    refuse_library_calls,
+    refuse_library_object,
+)
+
+ROPE_CALLS = r"|\bRotaryPositionalEmbedding\b|\brotation_matrix\s*\("
 
 # ---------------------------------------------------------------------------
 # Exercise 3.1: the cos/sin cache
@@ -65,9 +76,17 @@ def _close(a: torch.Tensor, b: torch.Tensor, atol: float = 1e-4) -> bool:
     return a.shape == b.shape and bool(((a - b).abs() <= atol).all())
 
 
+_LIBRARY_CACHE = frozenset({"prenorm_lib.functional.rope_angles"})
+_LIBRARY_CACHE_CALLS = re.compile(r"\brope_angles\s*\(" + ROPE_CALLS)
+CACHE_TASK = ("this exercise asks you to build the angle table yourself: positions (arange) times the speeds "
+              "Θ^(−2k/d_k), then cos and sin; compare with functional.rope_angles afterwards")
+
+
+@exercise("3.1")
 def cos_sin_cache(build_cache: Callable) -> None:
     """Exercise 3.1: ``build_cache(theta, d_k, max_seq_len) -> (cos, sin)``, each (max_seq_len, d_k/2)."""
     ex = "3.1"
+    refuse_library_object(ex, build_cache, _LIBRARY_CACHE, CACHE_TASK)
     for args in CACHE_CASES:
         cos, sin = _as_pair(ex, call_learner(ex, build_cache, *args))
         want = _angles(*args)
@@ -88,6 +107,7 @@ def cos_sin_cache(build_cache: Callable) -> None:
                 raise Hint(ex, hint)
         expect_close(ex, cos, want.cos(), "cos does not match cos(position · Θ^(−2k/d_k))", atol=1e-4)
         expect_close(ex, sin, want.sin(), "sin does not match sin(position · Θ^(−2k/d_k))", atol=1e-4)
+    refuse_library_calls(ex, build_cache, _LIBRARY_CACHE_CALLS, CACHE_TASK)
     passed(ex, "cos/sin caches match for 4 shapes (d_k = 2 … 64, one position … 100)")
 
 
@@ -163,9 +183,17 @@ def _rotation_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tenso
     return [(name, x, c.to(torch.float32), s.to(torch.float32)) for name, x, c, s in cases]
 
 
+_LIBRARY_ROTATION = frozenset({"prenorm_lib.functional.apply_rope"})
+_LIBRARY_ROTATION_CALLS = re.compile(r"\bapply_rope\s*\(" + ROPE_CALLS)
+ROTATION_TASK = ("this exercise asks you to rotate the pairs yourself (x[..., 0::2], x[..., 1::2], cos, sin); "
+                 "compare with functional.apply_rope afterwards")
+
+
+@exercise("3.2")
 def rotate_pairs(rotate: Callable) -> None:
     """Exercise 3.2: ``rotate(x, cos, sin)`` rotates interleaved pairs of x (..., T, d_k)."""
     ex = "3.2"
+    refuse_library_object(ex, rotate, _LIBRARY_ROTATION, ROTATION_TASK)
     for name, x, cos, sin in _rotation_cases():
         original = x.clone()
         got = call_learner(ex, rotate, x, cos, sin)
@@ -191,6 +219,7 @@ def rotate_pairs(rotate: Callable) -> None:
                        "with x[..., 0::2] — did a dimension get added or transposed when broadcasting?",
             dtype_hint=f"return x's dtype [case: {name}]: cast cos and sin to x.dtype before multiplying",
         )
+    refuse_library_calls(ex, rotate, _LIBRARY_ROTATION_CALLS, ROTATION_TASK)
     passed(ex, "interleaved rotation matches for 4 cases (batch and heads, packed positions, one pair, float16)")
 
 
@@ -208,12 +237,13 @@ def first_slow_pair(d_k: int = LONG_RANGE_D_K, context: int = LONG_RANGE_CONTEXT
     return int(slow[0]) if len(slow) else d_k // 2
 
 
+@exercise("3.3")
 def long_range_pair(answer) -> None:
     """Exercise 3.3: the index of the first pair whose wavelength exceeds the context (d_k=64, 2048)."""
     ex = "3.3"
     right = first_slow_pair()
     n_pairs = LONG_RANGE_D_K // 2
-    if isinstance(answer, torch.Tensor) and answer.numel() == 1:
+    if (isinstance(answer, torch.Tensor) and answer.numel() == 1) or type(answer).__module__ == "numpy":
         answer = answer.item()
     if isinstance(answer, bool) or not isinstance(answer, int | float) or answer != int(answer):
         raise Hint(ex, f"answer with one whole number, a pair index k from 0 to {n_pairs - 1}; got {answer!r}")

@@ -1,10 +1,16 @@
 """Generate the exercise notebooks from the solution notebooks.
 
-Only the solution regions change; cells, ids, metadata and every stored
-output stay as the solution run left them, so the exercise notebook shows the
-learner what a correct run prints. Output is written exactly as JupyterLab
-writes (nbformat, indent 1, trailing newline), which makes rebuilding
-byte-stable and lets ``stale_notebooks`` compare bytes.
+Three things change; cells, ids and every other stored output stay as the solution
+run left them (the figures and printed checks a learner reads before running):
+
+* each solution region becomes a placeholder (see :mod:`markers`);
+* the exercise cells and their check cells lose their stored outputs and execution
+  counts: a "passed" line under an unfilled stub would be an output the learner's code
+  has not earned;
+* ``# NBVAL_...`` comment lines become cell tags (learners never see them).
+
+Output is written exactly as JupyterLab writes (nbformat, indent 1, trailing
+newline), which makes rebuilding byte-stable and lets ``stale_notebooks`` compare bytes.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from prenorm_lib.exercises.markers import (
     Exercise,
     NotebookError,
     exercise_header,
+    has_placeholder,
+    markers_to_tags,
     scaffold_source,
     validate_solution,
 )
@@ -51,11 +59,16 @@ def exercise_notebook(
     """The exercise version of one solution notebook, and its exercises."""
     exercises = validate_solution(solution, name)
     by_cell = {e.cell_id: e for e in exercises}
+    unearned = by_cell.keys() | {e.checker_cell_id for e in exercises}
     nb = copy.deepcopy(solution)
     for cell in nb.cells:
         exercise = by_cell.get(cell.id)
         if exercise is not None:
             cell.source = scaffold_source(cell.source, exercise.id, exercise.title)
+        if cell.id in unearned:
+            cell.outputs, cell.execution_count = [], None
+            cell.metadata.pop("execution", None)
+        markers_to_tags(cell)
     return nb, exercises
 
 
@@ -67,7 +80,7 @@ def has_learner_work(path: Path) -> bool:
     """
     nb = read_notebook(path)
     return any(
-        cell.cell_type == "code" and exercise_header(cell.source) and "raise NotImplementedError(" not in cell.source
+        cell.cell_type == "code" and exercise_header(cell.source) and not has_placeholder(cell.source)
         for cell in nb.cells
     )
 

@@ -3,11 +3,12 @@
 For each solution notebook:
 
 1. its exercise notebook is up to date (a fresh build matches byte for byte);
-2. the exercise notebook as shipped FAILS ``check``, and the first failure is
-   its first exercise's ``NotImplementedError("Exercise N.M: ...")`` (the run
-   stops at the first failing cell);
-3. the exercise notebook with the solution regions typed back into its
-   placeholders (as a learner would) PASSES ``check``.
+2. the exercise notebook as shipped runs to the end as a learner's Run All does, check
+   cells included: no cell raises, every check cell prints exactly one line,
+   "Exercise N.M is not done yet — ...", the grader marks every exercise "not done",
+   the other cells match the course run -- and so the check FAILS;
+3. the exercise notebook with the solution regions typed back into its placeholders
+   (as a learner would) PASSES the check.
 """
 
 from __future__ import annotations
@@ -22,9 +23,8 @@ from pathlib import Path
 import nbformat
 
 from prenorm_lib.exercises.build import read_notebook, stale_notebooks
-from prenorm_lib.exercises.check import PASSED, CheckResult, check_notebook
+from prenorm_lib.exercises.check import DEFAULT_TIMEOUT, NOT_DONE, PASSED, CheckResult, GradingError, check_notebook
 from prenorm_lib.exercises.markers import (
-    Exercise,
     NotebookError,
     exercise_header,
     fill_scaffold,
@@ -32,7 +32,7 @@ from prenorm_lib.exercises.markers import (
     validate_solution,
 )
 from prenorm_lib.exercises.paths import exercise_dir, repo_root, solution_notebooks
-from prenorm_lib.exercises.runner import DEFAULT_TIMEOUT
+from prenorm_lib.exercises.sandbox import CourseFiles, isolation
 
 
 @dataclass
@@ -60,22 +60,27 @@ def filled_in(scaffold: nbformat.NotebookNode, solution: nbformat.NotebookNode) 
     return nb
 
 
-def _unfilled_problem(result: CheckResult, first: Exercise) -> str:
-    """Why the unfilled run is wrong ("" if it failed exactly at the first exercise)."""
-    failures = [c for c in result.run.cells.values() if c.kind not in ("ok", "skipped")]
-    if result.passed or not failures:
-        return f"the unfilled exercise notebook PASSES the check (Exercise {first.id} is not checked)"
-    cell = failures[0]
-    expected = f"Exercise {first.id}:"
-    if (cell.cell_id not in (first.cell_id, first.checker_cell_id) or cell.ename != "NotImplementedError"
-            or not cell.evalue.startswith(expected)):
-        seen = f"{cell.ename}: {cell.evalue}" if cell.ename else cell.message
-        return (f"the unfilled notebook should first fail with NotImplementedError('{expected} ...') "
-                f"in Exercise {first.id}, but failed with {seen}")
+def _unfilled_problem(result: CheckResult) -> str:
+    """Why the unfilled run is wrong ("" if it ran to the end with every exercise not done)."""
+    if result.passed:
+        return "the unfilled exercise notebook PASSES the check"
+    for status in result.exercises:
+        if status.status != NOT_DONE:
+            return f"unfilled, {status.exercise.label} is '{status.detail}', not 'not done yet'"
+        printed = result.check_cell_text.get(status.exercise.id, "")
+        expected = f"Exercise {status.exercise.id} is not done yet — "
+        if not printed.startswith(expected) or printed.count("\n") != 1:
+            return (f"unfilled, the check cell of Exercise {status.exercise.id} should print one line "
+                    f"'{expected}...', but printed {printed!r}")
+    if result.cell_errors:
+        return f"the unfilled notebook does not run to the end: {result.cell_errors[0]}"
+    if result.other_cells:
+        return f"the unfilled notebook differs from the course run: {result.other_cells[0]}"
     return ""
 
 
-def verify_notebook(solution_path: Path, root: Path, timeout: float) -> NotebookVerdict:
+def verify_notebook(solution_path: Path, root: Path, timeout: float, course: CourseFiles | None = None,
+                    mode: str | None = None) -> NotebookVerdict:
     """Steps 2 and 3 for one notebook."""
     name = solution_path.name
     start = time.perf_counter()
@@ -83,20 +88,20 @@ def verify_notebook(solution_path: Path, root: Path, timeout: float) -> Notebook
         solution = read_notebook(solution_path)
         exercises = validate_solution(solution, name)
         scaffold = read_notebook(exercise_dir(root) / name)
-        if exercises:
-            problem = _unfilled_problem(check_notebook(scaffold, name, root, timeout, stop_first=True), exercises[0])
-            if problem:
-                return NotebookVerdict(name, False, problem)
-        filled = check_notebook(filled_in(scaffold, solution), name, root, timeout)
-    except (NotebookError, OSError) as exc:
+        options = {"course": course, "mode": mode}
+        unfilled = check_notebook(scaffold, name, root, timeout, inline_checks=True, **options)
+        problem = _unfilled_problem(unfilled)
+        if problem:
+            return NotebookVerdict(name, False, problem)
+        filled = check_notebook(filled_in(scaffold, solution), name, root, timeout, **options)
+    except (NotebookError, GradingError, OSError) as exc:
         return NotebookVerdict(name, False, str(exc))
     seconds = time.perf_counter() - start
     if not filled.passed:
         problems = [s.line() for s in filled.exercises if s.status != PASSED] + filled.other_cells
-        detail = "; ".join(problems) or (filled.run.log.strip().splitlines() or ["no output"])[-1]
-        return NotebookVerdict(name, False, f"filled-in notebook fails the check: {detail}")
-    stop = f"unfilled stops at Exercise {exercises[0].id}, " if exercises else "no exercises, "
-    return NotebookVerdict(name, True, f"{stop}filled-in passes ({len(exercises)} exercises, {seconds:.1f} s)")
+        return NotebookVerdict(name, False, f"filled-in notebook fails the check: {'; '.join(problems)}")
+    return NotebookVerdict(name, True, f"unfilled runs to the end ({len(exercises)} exercises not done), "
+                                       f"filled-in passes ({len(exercises)} exercises, {seconds:.1f} s)")
 
 
 def verify(
@@ -124,8 +129,9 @@ def verify(
         emit(f"FAIL  {message} — run `python -m prenorm_lib.exercises build`")
         failed += 1
     runnable = [p for p in notebooks if p.name not in stale_names]
+    course, mode = CourseFiles.take(root), isolation()[0]
     with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
-        for verdict in pool.map(lambda p: verify_notebook(p, root, timeout), runnable):
+        for verdict in pool.map(lambda p: verify_notebook(p, root, timeout, course, mode), runnable):
             emit(f"{'ok  ' if verdict.ok else 'FAIL'}  {verdict.name}: {verdict.message}")
             passed += verdict.ok
             failed += not verdict.ok
