@@ -1,12 +1,14 @@
 """Measurements taken inside a model: gradient norms, residual-stream norms, dead units.
 
 Used by notebooks 02 (dead ReLU units) and 04 (Xiong et al. 2020: how pre-norm and
-post-norm shape gradients and the residual stream at initialisation). Every probe leaves
-the model as it found it: no parameter, gradient or hook is changed afterwards.
+post-norm shape gradients and the residual stream at initialisation; what Adam's first
+update does to each; how large the attention logits grow). Every probe leaves the model
+as it found it: no parameter, gradient or hook is changed afterwards.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -125,6 +127,128 @@ def residual_norms(model: nn.Module, token_ids: torch.Tensor) -> list[float]:
     with torch.no_grad(), recording_residual_norms(model) as norms:
         model(token_ids)
     return norms
+
+
+def stream_gradient_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[float]:
+    """‖∂loss/∂x_l‖ for the residual stream at depths 0 … L (embedding, then each block's output).
+
+    The norm runs over the whole batch. Read from the top down, it shows how the gradient
+    grows or shrinks on its way through each block. ``.grad`` is not touched.
+    """
+    _check_stack(model)
+    outputs: list[torch.Tensor] = []
+    handles = [module.register_forward_hook(lambda _m, _i, out: outputs.append(out))
+               for module in (model.token_embeddings, *model.layers)]
+    try:
+        loss = next_token_loss(model, x, y)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return [g.norm().item() for g in torch.autograd.grad(loss, outputs)]
+
+
+def branch_gains(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, list[float]]:
+    """How much each residual branch amplifies the signal forwards and the gradient backwards.
+
+    For the attention and FFN branch F of every block, with u its input and g the gradient
+    of the loss at its output: ``"<branch>_forward"`` is ‖F(u)‖² / ‖u‖² and
+    ``"<branch>_backward"`` is ‖J_Fᵀ g‖² / ‖g‖², J_F the branch's Jacobian (one entry per
+    block, input side first). For a function that is positively homogeneous of degree k —
+    F(c·u) = c^k·F(u): k = 1 for a ReLU network, k = 2 for a product of two linear maps
+    like SwiGLU — Euler's theorem gives J_F(u)·u = k·F(u), which is why the two gains of a
+    ReLU branch match and those of a SwiGLU branch do not.
+    """
+    _check_stack(model)
+    branches: list[tuple[str, torch.Tensor, torch.Tensor]] = []
+
+    def recorder(kind: str):
+        return lambda _module, args, out: branches.append((kind, args[0], out))
+
+    handles = [module.register_forward_hook(recorder(kind))
+               for layer in model.layers for kind, module in (("attn", layer.attn), ("ffn", layer.ffn))]
+    try:
+        loss = next_token_loss(model, x, y)
+    finally:
+        for handle in handles:
+            handle.remove()
+    grads_out = torch.autograd.grad(loss, [out for _, _, out in branches], retain_graph=True)
+    gains: dict[str, list[float]] = {"attn_forward": [], "attn_backward": [], "ffn_forward": [], "ffn_backward": []}
+    for (kind, u, out), g in zip(branches, grads_out, strict=True):
+        (g_in,) = torch.autograd.grad(out, u, grad_outputs=g, retain_graph=True)
+        gains[f"{kind}_forward"].append((out.pow(2).sum() / u.pow(2).sum()).item())
+        gains[f"{kind}_backward"].append((g_in.pow(2).sum() / g.pow(2).sum()).item())
+    return gains
+
+
+def adam_first_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float) -> dict:
+    """What one Adam update at learning rate ``lr`` does to a copy of ``model`` (the model is untouched).
+
+    Adam divides each gradient by its own running size, so its first update moves every
+    weight by about ``lr`` whatever the gradient's scale. Returned:
+
+    - ``"gradient"``: per layer (as :func:`layer_name` groups them), ‖∂loss/∂W‖;
+    - ``"update_ratio"``: per layer, ‖ΔW‖ / ‖W‖;
+    - ``"output_change"``: ‖Δh‖ / ‖h‖ for h the input of ``lm_head`` (the final
+      representation, which every placement normalises to the same scale) on batch ``x``:
+      how far one update of this size moves what the model computes.
+    """
+    validation.positive_float("lr", lr)
+    _check_stack(model)
+    moved = copy.deepcopy(model)
+    names = [name for name, p in moved.named_parameters() if p.requires_grad]
+    before = {name: p.detach().clone() for name, p in moved.named_parameters()}
+    captured: list[torch.Tensor] = []
+    handle = moved.lm_head.register_forward_pre_hook(lambda _m, args: captured.append(args[0].detach()))
+    try:
+        optimizer = torch.optim.Adam([p for p in moved.parameters() if p.requires_grad], lr=lr)
+        loss = next_token_loss(moved, x, y)
+        loss.backward()
+        gradient = gradient_norms_by_layer(moved)
+        optimizer.step()
+        with torch.no_grad():
+            moved(x)
+    finally:
+        handle.remove()
+    change: dict[str, float] = {}
+    size: dict[str, float] = {}
+    for name, p in moved.named_parameters():
+        if name in names:
+            key = layer_name(name)
+            change[key] = change.get(key, 0.0) + (p.detach() - before[name]).pow(2).sum().item()
+            size[key] = size.get(key, 0.0) + before[name].pow(2).sum().item()
+    h_before, h_after = captured
+    return {
+        "gradient": gradient,
+        "update_ratio": {key: math.sqrt(change[key] / size[key]) for key in change},
+        "output_change": ((h_after - h_before).norm() / h_before.norm()).item(),
+    }
+
+
+def max_attention_logit(model: nn.Module, token_ids: torch.Tensor) -> float:
+    """The largest |q·k/√d_head| over every layer, head and causally visible pair, for ``token_ids``.
+
+    Wortsman et al. (2023) follow this number: without QK-norm it grows with the learning
+    rate until the softmax collapses onto one key.
+    """
+    _check_stack(model)
+    largest: list[float] = []
+
+    def record(attn, args):
+        logits = attn.attention_logits(*args)  # (..., H, T, T)
+        visible = functional.causal_mask(logits.shape[-1], device=logits.device)  # (T, T)
+        largest.append(logits.abs().masked_fill(~visible, 0).amax().item())
+
+    handles = [layer.attn.register_forward_pre_hook(record) for layer in model.layers]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(token_ids)
+    finally:
+        model.train(was_training)
+        for handle in handles:
+            handle.remove()
+    return max(largest)
 
 
 def _hidden_activations(ffn: nn.Module, x: torch.Tensor) -> torch.Tensor:
