@@ -236,7 +236,7 @@ def test_stream_gradient_norms_by_sub_layer(corpus, batch):
         h = layer(h)
     torch.nn.functional.cross_entropy(model.lm_head(model.ln_final(h)).flatten(0, 1), batch[1].flatten()).backward()
     assert by_sublayer[1] == pytest.approx(z.grad.norm().item(), rel=1e-5)
-    with pytest.raises(ValueError, match="sublayers=True needs post-norm blocks, but layers.0 has norm='pre'"):
+    with pytest.raises(ValueError, match=r"sublayers=True needs post-norm blocks, but layers\.0 has norm='pre'"):
         stream_gradient_norms(build_model(corpus, seed=0), *batch, sublayers=True)
 
 

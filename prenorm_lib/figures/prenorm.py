@@ -27,6 +27,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from prenorm_lib import probes
 from prenorm_lib.data import Corpus, get_batch, make_corpus
@@ -230,17 +231,6 @@ def _draw_grad_norms(ax, norms: Mapping[str, np.ndarray]) -> None:
     ax.set_xticks(np.arange(1, next(iter(norms.values())).shape[1] + 1))
 
 
-def plot_grad_norms_by_layer(norms: Mapping[str, np.ndarray], title: str | None = None) -> plt.Figure:
-    """Mean ± one standard deviation over seeds of each block's FFN gradient norm."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    _draw_grad_norms(ax, norms)
-    n_seeds = next(iter(norms.values())).shape[0]
-    ax.set_ylabel("‖∂loss/∂W_FFN‖ at init")
-    ax.set_title(title or f"FFN gradient norm by layer at initialisation ({n_seeds} seeds)")
-    ax.legend()
-    return fig
-
-
 FFN_TITLES = {"relu": "ReLU FFN (as in the paper)", "silu": "SiLU FFN", "swiglu": "SwiGLU FFN (the modern block)"}
 
 
@@ -380,7 +370,7 @@ def depth_slider(profiles: Mapping) -> LiveFigure:
     depths, d_model = list(profiles["depths"]), profiles["d_model"]
     placements = list(profiles["stream"])
     max_depth = max(depths)
-    fig, (ax_stream, ax_grad) = plt.subplots(1, 2, figsize=(10, 3.9))
+    fig, (ax_stream, ax_grad) = plt.subplots(1, 2, figsize=(9.6, 3.6))
     band = np.arange(max_depth + 1)
     low, high = lemma2_bounds(band, d_model)
     ax_stream.fill_between(band, low / d_model, high / d_model, color=COLORS["pre"], alpha=0.12, linewidth=0,
@@ -390,16 +380,17 @@ def depth_slider(profiles: Mapping) -> LiveFigure:
         color, style = _style(placement)
         (stream_lines[placement],) = ax_stream.plot([], [], "o" + style, color=color, markersize=4,
                                                     label=_label(placement))
-        (grad_lines[placement],) = ax_grad.plot([], [], "o" + style, color=color, markersize=4,
-                                                label=_label(placement))
+        (grad_lines[placement],) = ax_grad.plot([], [], "o" + style, color=color, markersize=4)
     top_stream = max(float(s[-1]) for runs in profiles["stream"].values() for s in runs) / d_model
     top_grad = max(float(g.max()) for runs in profiles["grads"].values() for g in runs)
     ax_stream.set(xlim=(-0.3, max_depth + 0.3), ylim=(0, 1.08 * max(top_stream, high[-1] / d_model)),
                   xlabel="depth l (0 = embeddings)", ylabel="mean ‖x_l‖² / d")
     ax_grad.set(xlim=(0.7, max_depth + 0.3), ylim=(0, 1.12 * top_grad), xlabel="layer (input side = 1)",
                 ylabel="‖∂loss/∂W_FFN‖")
+    for ax in (ax_stream, ax_grad):  # few ticks: tick labels are most of what a frame costs to draw
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=4))
     ax_stream.legend(loc="upper left")
-    ax_grad.legend(loc="lower left")
     stream_title = ax_stream.set_title(" ")
     grad_title = ax_grad.set_title(" ")
 
@@ -705,22 +696,28 @@ def plot_training_with_agreement(history: History, reference: float | None = Non
 # ---------------------------------------------------------------------------------------
 
 
+def _over_finite(runs: np.ndarray, reduce) -> np.ndarray:
+    runs = np.asarray(runs, dtype=float)
+    return np.array([reduce(column[np.isfinite(column)]) if np.isfinite(column).any() else np.nan
+                     for column in runs.T])
+
+
 def mean_over_finite(runs: np.ndarray) -> np.ndarray:
     """Column means over the finite entries of (n_seeds, n) ``runs``; nan where no seed finished (no warning)."""
-    runs = np.asarray(runs, dtype=float)
-    finite = np.isfinite(runs)
-    counts = finite.sum(axis=0)
-    totals = np.where(finite, runs, 0.0).sum(axis=0)
-    return np.divide(totals, counts, out=np.full(runs.shape[1], np.nan), where=counts > 0)
+    return _over_finite(runs, np.mean)
+
+
+def median_over_finite(runs: np.ndarray) -> np.ndarray:
+    """Column medians over the finite entries of (n_seeds, n) ``runs``; nan where no seed finished."""
+    return _over_finite(runs, np.median)
 
 
 def lr_sweep_summary(record) -> dict[str, dict[str, np.ndarray]]:
-    """The ``frontier_lr_sweep`` record per block type: (n_seeds, n_lrs) arrays.
+    """The ``frontier_lr_sweep`` record per block type: (n_seeds, n_lrs) arrays, nan where a run diverged.
 
-    ``"loss"``: final validation loss (nan where the run diverged); ``"logit"``: the largest
-    attention logit at the end of training (at the last evaluation before a divergence);
-    ``"loss_mean"`` (n_lrs,): the mean over the seeds that finished, nan if none did;
-    ``"diverged"`` (n_lrs,): how many seeds diverged.
+    ``"loss"``: final validation loss; ``"logit"``: the largest attention logit at the end
+    of training; ``"loss_mean"`` and ``"logit_median"`` (n_lrs,): over the seeds that
+    finished, nan if none did; ``"diverged"`` (n_lrs,): how many seeds diverged.
     """
     lrs = record.config["lrs"]
     summary = {}
@@ -728,32 +725,29 @@ def lr_sweep_summary(record) -> dict[str, dict[str, np.ndarray]]:
         loss, logit = [], []
         for _, runs in record.by_seed():
             cells = [runs[f"{block}|{lr:g}"] for lr in lrs]
-            loss.append([math.nan if c["final_val_loss"] is None else c["final_val_loss"] for c in cells])
-            logit.append([c["max_logit"][-1] for c in cells])
-        loss = np.array(loss)
-        summary[block] = {"loss": loss, "logit": np.array(logit), "loss_mean": mean_over_finite(loss),
-                          "diverged": (~np.isfinite(loss)).sum(axis=0)}
+            loss.append([math.nan if c["diverged_at"] is not None else c["final_val_loss"] for c in cells])
+            logit.append([math.nan if c["diverged_at"] is not None else c["max_logit"][-1] for c in cells])
+        loss, logit = np.array(loss), np.array(logit)
+        summary[block] = {"loss": loss, "logit": logit, "loss_mean": mean_over_finite(loss),
+                          "logit_median": median_over_finite(logit), "diverged": (~np.isfinite(loss)).sum(axis=0)}
     return summary
 
 
 def plot_lr_sweep(summary: Mapping[str, Mapping[str, np.ndarray]], lrs: Sequence[float]) -> plt.Figure:
-    """Left: final validation loss against learning rate, per block type (mean, min–max over the seeds
-    that finished; a learning rate where every seed diverged is left out); right: the largest
-    attention logit at the end of training (log scale)."""
+    """Left: final validation loss against learning rate per block type (mean and min–max over the seeds
+    that finished); right: the largest attention logit at the end of training (median and min–max,
+    log scale). A learning rate at which every seed diverged is left out of the line."""
     fig, (ax_loss, ax_logit) = plt.subplots(1, 2, figsize=(11, 4.6))
     lrs_arr = np.asarray(lrs, dtype=float)
     for block, arrays in summary.items():
         color, style = _style(block)
-        finished = np.isfinite(arrays["loss_mean"])
-        loss = arrays["loss"][:, finished]
-        low, high = np.where(np.isfinite(loss), loss, np.inf).min(axis=0), np.where(
-            np.isfinite(loss), loss, -np.inf).max(axis=0)
-        ax_loss.plot(lrs_arr[finished], arrays["loss_mean"][finished], "o" + style, color=color, markersize=4,
-                     label=block)
-        ax_loss.fill_between(lrs_arr[finished], low, high, color=color, alpha=0.15, linewidth=0)
-        line = mean_band(ax_logit, lrs_arr, arrays["logit"], block, color=color, spread="minmax")
-        line.set_linestyle(style)
-        ax_logit.plot(lrs_arr, arrays["logit"].mean(axis=0), "o", color=color, markersize=4)
+        for ax, runs, center in ((ax_loss, arrays["loss"], arrays["loss_mean"]),
+                                 (ax_logit, arrays["logit"], arrays["logit_median"])):
+            shown = np.isfinite(center)
+            low = _over_finite(runs, np.min)[shown]
+            high = _over_finite(runs, np.max)[shown]
+            ax.plot(lrs_arr[shown], center[shown], "o" + style, color=color, markersize=4, label=block)
+            ax.fill_between(lrs_arr[shown], low, high, color=color, alpha=0.15, linewidth=0)
     for ax in (ax_loss, ax_logit):
         ax.set_xscale("log")
         ax.set_xticks(lrs_arr, [f"{lr:g}" for lr in lrs])
