@@ -83,3 +83,56 @@ def test_grid_summary_counts_outcomes_per_cell():
     assert post["label"] == "stalls 1/2\ndiverges 1/2"
     assert post["outcomes"] == ["stalls", "diverges"] and math.isnan(post["losses"][1])
     assert warmup_grid.cell_key("post", 0.01, 20) == "post|0.01|20"
+
+
+# ---- the block diagram: no arrowhead runs into a box's label ------------------------------
+
+
+def arrowheads_inside_boxes(ax) -> list[str]:
+    """Each arrow whose head ends inside a box (where the box's label is), by the box's label."""
+    from matplotlib.patches import FancyBboxPatch
+    from matplotlib.text import Annotation
+
+    boxes = [patch.get_window_extent() for patch in ax.patches if isinstance(patch, FancyBboxPatch)]
+    labels = {id(box): "" for box in boxes}
+    for text in ax.texts:
+        if isinstance(text, Annotation):
+            continue
+        x, y = ax.transData.transform(text.get_position())
+        for box in boxes:
+            if box.contains(x, y):
+                labels[id(box)] = text.get_text()
+    problems = []
+    for arrow in (t for t in ax.texts if isinstance(t, Annotation)):
+        tip = ax.transData.transform(arrow.xy)
+        problems += [f"an arrow ends inside {labels[id(box)]!r}" for box in boxes if box.contains(*tip)]
+    return problems
+
+
+def test_no_arrowhead_runs_into_a_box():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = figs.prenorm_vs_postnorm_diagram()
+    fig.canvas.draw()
+    for ax in fig.axes:
+        assert arrowheads_inside_boxes(ax) == []
+    plt.close(fig)
+
+
+def test_an_arrow_into_a_box_is_reported():
+    """The check above fires: an arrow drawn to the centre of a box is caught."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.set(xlim=(-2, 2), ylim=(-2, 2))
+    figs._box(ax, 0, 0, "lm_head → logits", "#eeeeee")
+    figs._arrow(ax, (0, -1.5), (0, 0))
+    fig.canvas.draw()
+    assert arrowheads_inside_boxes(ax) == ["an arrow ends inside 'lm_head → logits'"]
+    plt.close(fig)
