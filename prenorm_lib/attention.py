@@ -1,8 +1,13 @@
-"""Causal multi-head self-attention with optional RoPE on queries and keys.
+"""Causal multi-head self-attention with optional RoPE and QK-norm on queries and keys.
 
 Introduced in notebook 04. The module calls torch's fused
 ``scaled_dot_product_attention`` (the fast path); the tests prove it equals the
 from-scratch :func:`prenorm_lib.functional.scaled_dot_product_attention`.
+
+QK-norm (Dehghani et al. 2023; OLMo 2, Qwen3) normalises each head's query and key with
+an RMSNorm before their dot product. A logit q·k/√d_head is then bounded by the norms'
+gains instead of by the size of the weights, which grow during training — the
+attention-logit growth that Wortsman et al. (2023) see at high learning rates.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from torch import nn
 
 from prenorm_lib import validation
 from prenorm_lib.layers import Linear
+from prenorm_lib.norm import RMSNorm
 from prenorm_lib.rope import RotaryPositionalEmbedding
 
 
@@ -23,6 +29,10 @@ class MultiHeadSelfAttention(nn.Module):
     queries and keys of every head are rotated by RoPE before the scores are taken;
     values are not rotated (position should change *where* a head looks, not *what* it
     reads).
+
+    With ``qk_norm=True`` each head's query and key vectors are normalised by RMSNorms
+    ``q_norm`` and ``k_norm`` over d_head, with a learnable gain of size d_head shared by the
+    heads, before RoPE rotates them (the order of Qwen3; a rotation keeps the norm anyway).
     """
 
     def __init__(
@@ -31,6 +41,8 @@ class MultiHeadSelfAttention(nn.Module):
         num_heads: int,
         max_seq_len: int | None = None,
         rope_theta: float | None = None,
+        qk_norm: bool = False,
+        eps: float = 1e-5,
         device=None,
         dtype=None,
     ):
@@ -52,22 +64,46 @@ class MultiHeadSelfAttention(nn.Module):
             if max_seq_len is None:
                 raise ValueError("max_seq_len is required when rope_theta is given (it sizes the RoPE cache)")
             self.rope = RotaryPositionalEmbedding(rope_theta, self.d_head, max_seq_len, device=device)
+        if not isinstance(qk_norm, bool):
+            raise TypeError(f"qk_norm must be True or False, got {qk_norm!r}")
+        self.qk_norm = qk_norm
+        if qk_norm:
+            self.q_norm = RMSNorm(self.d_head, eps=eps, device=device, dtype=dtype)
+            self.k_norm = RMSNorm(self.d_head, eps=eps, device=device, dtype=dtype)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(..., seq_len, d_model) → (..., num_heads, seq_len, d_head)."""
         return x.unflatten(-1, (self.num_heads, self.d_head)).transpose(-3, -2)
 
-    def forward(self, x: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:
+    def queries_and_keys(
+        self, x: torch.Tensor, token_positions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each head's queries and keys as the scores see them: projected, QK-normed, rotated."""
         validation.last_dim("x", x, self.d_model)
         if x.ndim < 2:
             raise ValueError(f"x must be (..., seq_len, d_model), got shape {tuple(x.shape)}")
         q = self.split_heads(self.q_proj(x))  # (..., H, T, d_head)
         k = self.split_heads(self.k_proj(x))  # (..., H, T, d_head)
-        v = self.split_heads(self.v_proj(x))  # (..., H, T, d_head)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)  # each head's vectors to unit RMS, times a gain
         if self.rope is not None:
             positions = None if token_positions is None else token_positions.unsqueeze(-2)  # (..., 1, T)
             q = self.rope(q, positions)
             k = self.rope(k, positions)
+        return q, k
+
+    def attention_logits(self, x: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:
+        """The scores q·k/√d_head before the mask and the softmax, (..., H, T, T).
+
+        What the fused kernel computes internally and never returns; the probes read it to
+        follow the largest logit during training.
+        """
+        q, k = self.queries_and_keys(x, token_positions)
+        return q @ k.transpose(-2, -1) / self.d_head**0.5  # (..., H, T, T)
+
+    def forward(self, x: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:
+        q, k = self.queries_and_keys(x, token_positions)  # (..., H, T, d_head) each
+        v = self.split_heads(self.v_proj(x))  # (..., H, T, d_head)
         lead = q.shape[:-3]
         out = nn.functional.scaled_dot_product_attention(  # fused kernel wants (N, H, T, d_head)
             q.reshape(-1, *q.shape[-3:]), k.reshape(-1, *k.shape[-3:]), v.reshape(-1, *v.shape[-3:]),

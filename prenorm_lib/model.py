@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from prenorm_lib import validation
-from prenorm_lib.block import TransformerBlock
+from prenorm_lib.block import FINAL_NORM, TransformerBlock
 from prenorm_lib.layers import Embedding, Linear
 from prenorm_lib.norm import RMSNorm
 
@@ -18,9 +18,14 @@ class TransformerLM(nn.Module):
     """Token ids (..., seq_len) → next-token logits (..., seq_len, vocab_size).
 
     Parameter names follow the CS336 handout: ``token_embeddings``, ``layers.{i}.…``,
-    ``ln_final``, ``lm_head``. Only the pre-norm model has a final norm: its residual
-    stream is never normalised inside the stack, so the head needs one; a post-norm
-    stack already ends in a norm, and the no-norm ablation has none anywhere.
+    ``ln_final``, ``lm_head``. Only a model whose residual stream is never normalised
+    inside the stack (pre-norm, sandwich, reordered) has a final norm: the head needs one
+    there; a post-norm (or DeepNorm) stack already ends in a norm, and the no-norm ablation
+    and ReZero have none anywhere.
+
+    ``norm``, ``qk_norm`` and ``scaled_init`` choose the block (see
+    :class:`prenorm_lib.block.TransformerBlock`); every block is told the depth
+    ``num_layers``.
     """
 
     def __init__(
@@ -35,6 +40,8 @@ class TransformerLM(nn.Module):
         norm: str = "pre",
         ffn: str = "swiglu",
         eps: float = 1e-5,
+        qk_norm: bool = False,
+        scaled_init: bool = False,
         device=None,
         dtype=None,
     ):
@@ -47,11 +54,13 @@ class TransformerLM(nn.Module):
         self.layers = nn.ModuleList(
             TransformerBlock(
                 d_model, num_heads, d_ff, context_length, rope_theta=rope_theta,
-                norm=norm, ffn=ffn, eps=eps, device=device, dtype=dtype,
+                norm=norm, ffn=ffn, eps=eps, qk_norm=qk_norm, scaled_init=scaled_init, num_layers=num_layers,
+                device=device, dtype=dtype,
             )
             for _ in range(num_layers)
         )
-        self.ln_final = RMSNorm(d_model, eps=eps, device=device, dtype=dtype) if norm == "pre" else nn.Identity()
+        final_norm = norm in FINAL_NORM
+        self.ln_final = RMSNorm(d_model, eps=eps, device=device, dtype=dtype) if final_norm else nn.Identity()
         self.lm_head = Linear(d_model, vocab_size, device=device, dtype=dtype)
 
     def forward(self, token_ids: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:

@@ -157,3 +157,64 @@ def test_language_model_is_causal(norm, t):
 def test_heads_must_divide_d_model():
     with pytest.raises(ValueError, match="num_heads"):
         MultiHeadSelfAttention(30, 4)
+
+
+# ---- QK-norm -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("theta", [None, 10000.0])
+def test_qk_norm_matches_torch_rms_norm_per_head(theta):
+    """QK-norm rebuilt from torch's own rms_norm (per head, over d_head, with the gains) and SDPA."""
+    attn = MultiHeadSelfAttention(32, 4, max_seq_len=16, rope_theta=theta, qk_norm=True, dtype=torch.float64)
+    with torch.no_grad():
+        attn.q_norm.weight.uniform_(0.5, 2.0)
+        attn.k_norm.weight.uniform_(0.5, 2.0)
+    x = 5 * torch.randn(2, 7, 32, dtype=torch.float64)
+
+    def heads(weight):  # (B, T, d_model) → (B, H, T, d_head)
+        return F.linear(x, weight).view(2, 7, 4, 8).transpose(1, 2)
+
+    q = F.rms_norm(heads(attn.q_proj.weight), (8,), attn.q_norm.weight, eps=1e-5)
+    k = F.rms_norm(heads(attn.k_proj.weight), (8,), attn.k_norm.weight, eps=1e-5)
+    if theta is not None:
+        q, k = attn.rope(q), attn.rope(k)
+    out = F.scaled_dot_product_attention(q, k, heads(attn.v_proj.weight), is_causal=True)
+    expected = F.linear(out.transpose(1, 2).reshape(2, 7, 32), attn.output_proj.weight)
+    assert_close(attn(x), expected)
+
+
+def test_qk_norm_bounds_the_logits_whatever_the_weight_scale():
+    """|q·k|/√d_head ≤ √d_head · max|g_q| · max|g_k|: scaling W_q, W_k by 100 leaves the logits bounded."""
+    torch.manual_seed(0)
+    plain = MultiHeadSelfAttention(32, 4, max_seq_len=16)
+    normed = MultiHeadSelfAttention(32, 4, max_seq_len=16, qk_norm=True)
+    normed.load_state_dict(plain.state_dict(), strict=False)
+    with torch.no_grad():
+        for attn in (plain, normed):
+            attn.q_proj.weight.mul_(100)
+            attn.k_proj.weight.mul_(100)
+    x = torch.randn(2, 10, 32)
+    assert plain.attention_logits(x).abs().max() > 1e3
+    assert normed.attention_logits(x).abs().max() <= 8**0.5 + 1e-4  # d_head = 8, unit gains
+
+
+def test_attention_logits_are_the_scores_the_softmax_sees():
+    attn = MultiHeadSelfAttention(16, 2, max_seq_len=8, rope_theta=10000.0, qk_norm=True, dtype=torch.float64)
+    x = torch.randn(1, 5, 16, dtype=torch.float64)
+    weights = torch.softmax(attn.attention_logits(x).masked_fill(~functional.causal_mask(5), float("-inf")), -1)
+    v = attn.split_heads(attn.v_proj(x))
+    expected = attn.output_proj((weights @ v).transpose(1, 2).flatten(-2))
+    assert_close(attn(x), expected)
+
+
+@pytest.mark.parametrize("norm", ["sandwich", "reordered", "deepnorm", "rezero"])
+@pytest.mark.parametrize("t", [1, 5])
+def test_frontier_blocks_are_causal(norm, t):
+    block = TransformerBlock(16, 4, 32, max_seq_len=16, norm=norm, qk_norm=True, num_layers=2)
+    if norm == "rezero":
+        with torch.no_grad():
+            block.alpha_attn.fill_(0.5)
+    x = torch.randn(2, 8, 16)
+    changed = x.clone()
+    changed[:, t] = torch.randn(16)
+    assert_causal(block, x, changed, t)

@@ -85,3 +85,31 @@ def test_token_positions_reach_rope():
     assert_close(model(tokens, torch.arange(5)), logits)
     assert_close(model(tokens, torch.arange(3, 8)), logits, rtol=1e-4, atol=1e-4)
     assert (model(tokens, torch.arange(0, 10, 2)) - logits).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize(
+    ("norm", "has_final_norm"),
+    [("sandwich", True), ("reordered", True), ("deepnorm", False), ("rezero", False)],
+)
+def test_final_norm_only_where_the_stream_is_never_normalised(norm, has_final_norm):
+    model = make_model(norm)
+    assert ("ln_final.weight" in model.state_dict()) == has_final_norm
+
+
+def test_every_block_is_told_the_depth():
+    """DeepNorm's α depends on the number of layers of the whole model, not of one block."""
+    model = TransformerLM(VOCAB, CONTEXT, D_MODEL, 5, HEADS, D_FF, norm="deepnorm")
+    assert all(layer.deepnorm_alpha == pytest.approx(10**0.25) for layer in model.layers)
+
+
+def test_block_options_reach_every_layer():
+    model = TransformerLM(VOCAB, CONTEXT, D_MODEL, LAYERS, HEADS, D_FF, qk_norm=True)
+    names = set(model.state_dict())
+    for i in range(LAYERS):
+        assert {f"layers.{i}.attn.q_norm.weight", f"layers.{i}.attn.k_norm.weight"} <= names
+    torch.manual_seed(0)
+    plain = TransformerLM(VOCAB, CONTEXT, D_MODEL, 4, HEADS, D_FF)
+    torch.manual_seed(0)
+    scaled = TransformerLM(VOCAB, CONTEXT, D_MODEL, 4, HEADS, D_FF, scaled_init=True)
+    for i in range(4):
+        assert_close(scaled.layers[i].ffn.w2.weight, plain.layers[i].ffn.w2.weight / 8**0.5)

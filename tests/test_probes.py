@@ -8,13 +8,20 @@ import torch
 
 from prenorm_lib.data import get_batch, make_corpus
 from prenorm_lib.ffn import FeedForward, SwiGLU
+from prenorm_lib.functional import causal_mask
 from prenorm_lib.probes import (
+    adam_first_step,
     agreement_accuracy,
+    branch_gains,
     dead_relu_fraction,
     ffn_grad_norms_by_layer,
     grad_norms_at_init,
+    max_attention_logit,
+    next_token_loss,
     recording_residual_norms,
     residual_norms,
+    shared_fraction_by_depth,
+    stream_gradient_norms,
 )
 from prenorm_lib.train import build_model
 
@@ -121,3 +128,123 @@ def test_agreement_accuracy_is_a_fraction_near_chance_at_init(corpus):
     hard = agreement_accuracy(model, corpus, n_sentences=64, attractors_only=True)
     assert 0.2 < overall < 0.8 and 0.0 <= hard <= 1.0
     assert model.training
+
+
+def test_stream_gradient_norms_match_retained_gradients(corpus, batch):
+    model = build_model(corpus, seed=0, num_layers=3, norm="post")
+    norms = stream_gradient_norms(model, *batch)
+    h = model.token_embeddings(batch[0])
+    streams = [h]
+    for layer in model.layers:
+        h = layer(h)
+        streams.append(h)
+    for stream in streams:
+        stream.retain_grad()
+    logits = model.lm_head(model.ln_final(h))
+    torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch[1].flatten()).backward()
+    assert norms == pytest.approx([s.grad.norm().item() for s in streams], rel=1e-5)
+    assert hook_count(model) == 0
+    assert all(p.grad is None for p in build_model(corpus, seed=0).parameters())
+
+
+def test_branch_gains_match_an_explicit_vector_jacobian_product(corpus, batch):
+    model = build_model(corpus, seed=1, num_layers=2, ffn="relu")
+    gains = branch_gains(model, *batch)
+    assert set(gains) == {"attn_forward", "attn_backward", "ffn_forward", "ffn_backward"}
+    assert all(len(v) == 2 for v in gains.values())
+    # block 1's FFN, by hand: its input u, the loss gradient g at its output, then Jᵀg by torch.func
+    layer = model.layers[1]
+    with torch.no_grad():
+        h = model.layers[0](model.token_embeddings(batch[0]))
+        u = layer.ln2(h + layer.attn(layer.ln1(h)))
+    out = layer.ffn(u.requires_grad_())
+    h_out = (h + layer.attn(layer.ln1(h))).detach() + out
+    loss = torch.nn.functional.cross_entropy(model.lm_head(model.ln_final(h_out)).flatten(0, 1), batch[1].flatten())
+    (g,) = torch.autograd.grad(loss, out, retain_graph=True)
+    _, vjp = torch.func.vjp(layer.ffn, u.detach())
+    (jt_g,) = vjp(g)
+    assert gains["ffn_forward"][1] == pytest.approx((out.pow(2).sum() / u.pow(2).sum()).item(), rel=1e-4)
+    assert gains["ffn_backward"][1] == pytest.approx((jt_g.pow(2).sum() / g.pow(2).sum()).item(), rel=1e-4)
+    assert hook_count(model) == 0
+
+
+def test_branch_gains_see_the_degree_of_homogeneity(corpus, batch):
+    """Euler: a ReLU branch's backward gain ≈ its forward gain; a SwiGLU branch's is about twice it."""
+    relu = branch_gains(build_model(corpus, seed=0, num_layers=4, ffn="relu", norm="post"), *batch)
+    swiglu = branch_gains(build_model(corpus, seed=0, num_layers=4, ffn="swiglu", norm="post"), *batch)
+    relu_ratio = sum(relu["ffn_backward"]) / sum(relu["ffn_forward"])
+    swiglu_ratio = sum(swiglu["ffn_backward"]) / sum(swiglu["ffn_forward"])
+    assert 0.8 < relu_ratio < 1.2
+    assert 1.6 < swiglu_ratio < 2.5
+
+
+def test_adam_first_step_moves_every_weight_by_the_learning_rate(corpus, batch):
+    model = build_model(corpus, seed=0, num_layers=2)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    result = adam_first_step(model, *batch, lr=1e-3)
+    assert all(torch.equal(p, before[name]) for name, p in model.named_parameters())  # untouched
+    assert all(p.grad is None for p in model.parameters())
+    assert hook_count(model) == 0
+    # Adam's first step is lr · g/(|g| + eps): every weight with a gradient moves by ≈ lr
+    block = {name: p for name, p in before.items() if name.startswith("layers.1.")}
+    expected = 1e-3 * math.sqrt(sum(p.numel() for p in block.values())) / math.sqrt(
+        sum(p.pow(2).sum().item() for p in block.values()))
+    assert result["update_ratio"]["layers.1"] == pytest.approx(expected, rel=0.02)
+    assert result["gradient"] == pytest.approx(grad_norms_by_layer_of(model, batch), rel=1e-4)
+    small = adam_first_step(model, *batch, lr=1e-5)["output_change"]
+    assert 0 < small < result["output_change"]
+    assert result["output_change"] / small == pytest.approx(100, rel=0.1)  # linear for small steps
+
+
+def grad_norms_by_layer_of(model, batch):
+    from prenorm_lib.probes import gradient_norms_by_layer
+
+    model.zero_grad(set_to_none=True)
+    next_token_loss(model, *batch).backward()
+    norms = gradient_norms_by_layer(model)
+    model.zero_grad(set_to_none=True)
+    return norms
+
+
+def test_max_attention_logit_is_the_largest_visible_score(corpus, batch):
+    model = build_model(corpus, seed=0, num_layers=2, qk_norm=True)
+    model.train()
+    x = batch[0]
+    largest = 0.0
+    with torch.no_grad():
+        h = model.token_embeddings(x)
+        for layer in model.layers:
+            logits = layer.attn.attention_logits(layer.ln1(h))  # (B, H, T, T)
+            visible = logits.abs().masked_fill(~causal_mask(x.shape[-1]), 0)
+            largest = max(largest, visible.max().item())
+            h = layer(h)
+    assert max_attention_logit(model, x) == pytest.approx(largest, rel=1e-6)
+    assert model.training and hook_count(model) == 0
+
+
+def test_stream_gradient_norms_by_sub_layer(corpus, batch):
+    """Post-norm: 2L + 1 gradients; every second one is the block boundary of the plain call."""
+    model = build_model(corpus, seed=2, num_layers=3, norm="post")
+    by_block = stream_gradient_norms(model, *batch)
+    by_sublayer = stream_gradient_norms(model, *batch, sublayers=True)
+    assert len(by_sublayer) == 7
+    assert by_sublayer[::2] == pytest.approx(by_block, rel=1e-6)
+    z = model.layers[0].ln1(model.token_embeddings(batch[0]) + model.layers[0].attn(model.token_embeddings(batch[0])))
+    z.retain_grad()
+    h = model.layers[0].ln2(z + model.layers[0].ffn(z))
+    for layer in model.layers[1:]:
+        h = layer(h)
+    torch.nn.functional.cross_entropy(model.lm_head(model.ln_final(h)).flatten(0, 1), batch[1].flatten()).backward()
+    assert by_sublayer[1] == pytest.approx(z.grad.norm().item(), rel=1e-5)
+    with pytest.raises(ValueError, match=r"sublayers=True needs post-norm blocks, but layers\.0 has norm='pre'"):
+        stream_gradient_norms(build_model(corpus, seed=0), *batch, sublayers=True)
+
+
+def test_shared_fraction_is_one_for_identical_positions_and_small_for_random_ones(corpus):
+    model = build_model(corpus, seed=0, num_layers=2, norm="post")
+    same_token = torch.full((2, 16), 5)
+    assert shared_fraction_by_depth(model, same_token)[0] == pytest.approx(1.0)
+    random_tokens = torch.randint(0, corpus.vocab_size, (4, 32), generator=torch.Generator().manual_seed(0))
+    shares = shared_fraction_by_depth(model, random_tokens)
+    assert len(shares) == 3 and 0 < shares[0] < 0.2
+    assert hook_count(model) == 0
