@@ -30,9 +30,12 @@ __all__ = ["LiveFigure", "render_png"]
 
 
 def render_png(fig: Figure) -> bytes:
-    """The figure as PNG bytes at its own dpi, without re-running the layout or cropping."""
+    """The figure as PNG bytes at its own dpi, without re-running the layout or cropping.
+
+    Light compression: a frame lives for one slider move, so encoding speed beats file size.
+    """
     buffer = io.BytesIO()
-    fig.canvas.print_png(buffer, metadata={"Software": None})
+    fig.canvas.print_png(buffer, metadata={"Software": None}, pil_kwargs={"compress_level": 1})
     return buffer.getvalue()
 
 
