@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
+
 from prenorm_lib import probes
 from prenorm_lib.data import Corpus, make_corpus
 from prenorm_lib.rope import extend_context
@@ -105,3 +107,26 @@ def run_seed(config: dict, seed: int) -> dict:
                 config, corpus, positions, seed, config["long_steps"], config["lr"], config["long_eval_every"])
     result["beyond"] = _beyond(config, corpus, models, seed)
     return result
+
+
+# --- reading a record -----------------------------------------------------------------------
+
+def finals(record, metric: str, part: str = "main") -> dict[str, np.ndarray]:
+    """The last value of ``metric`` ("val_loss", "attractor", "agreement") per seed, for every variant."""
+    return {positions: np.array([result[part][positions][metric][-1] for _, result in record.by_seed()])
+            for positions in record.config["positions"]}
+
+
+def mean_loss(record, name: str, stage: str, start: int, stop: int) -> np.ndarray:
+    """Per seed, the mean loss over positions start … stop − 1 of ``beyond[name][stage]``."""
+    return np.array([np.mean(result["beyond"][name][stage][start:stop]) for _, result in record.by_seed()])
+
+
+def paired_claim(a_name: str, a: np.ndarray, b_name: str, b: np.ndarray, what: str,
+                 higher_is_better: bool = False) -> str:
+    """One checked line: in how many paired seeds ``a`` beats ``b``, and the difference a − b (mean ± std)."""
+    difference = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    wins = int((difference > 0).sum() if higher_is_better else (difference < 0).sum())
+    spread = f" ± {difference.std(ddof=1):.3f}" if len(difference) > 1 else ""
+    return (f"{a_name} {'above' if higher_is_better else 'below'} {b_name} on {what} in {wins} of "
+            f"{len(difference)} paired seeds: {wins == len(difference)}  (difference {difference.mean():+.3f}{spread})")

@@ -458,21 +458,22 @@ def draw_loss_by_position(panels: Mapping[str, Mapping[str, np.ndarray]], traine
     ``panels[stage][name]`` is (n_seeds, length); names are those of ``BEYOND_LABELS``.
     """
     fig, axes = plt.subplots(1, len(panels), figsize=(11.0, 4.2), sharey=True, squeeze=False)
-    for ax, (stage, curves) in zip(axes[0], panels.items(), strict=True):
+    for i, (ax, (stage, curves)) in enumerate(zip(axes[0], panels.items(), strict=True)):
         for name, runs in curves.items():
-            runs = np.asarray(runs)
-            linestyle = "--" if name.startswith("rope/") and name != "rope/none" else "-"
-            ax.plot(np.arange(runs.shape[1]), runs.mean(axis=0), color=_beyond_color(name), linestyle=linestyle,
-                    label=BEYOND_LABELS[name])
-        ax.axvspan(trained_length - 0.5, runs.shape[1] - 0.5, color=COLORS["input"], alpha=0.15, linewidth=0)
-        ax.text(trained_length + 1, 3.55, "never trained here" if stage == next(iter(panels)) else "",
-                va="top")
-        ax.set_xlim(0, runs.shape[1] - 1)
+            runs = np.asarray(runs)  # (n_seeds, length)
+            rescaled = name in ("rope/interpolation", "rope/ntk")
+            ax.plot(np.arange(runs.shape[1]), runs.mean(axis=0), color=_beyond_color(name),
+                    linestyle="--" if rescaled else "-", label=BEYOND_LABELS[name])
+        length = runs.shape[1]
+        ax.axvspan(trained_length - 0.5, length - 0.5, color=COLORS["input"], alpha=0.15, linewidth=0)
+        if i == 0:
+            ax.text(trained_length + 1, 3.55, "positions never trained", va="top")
+        ax.set_xlim(0, length - 1)
         ax.set_ylim(1.9, 3.6)
         ax.set_xlabel("position in the window")
         ax.set_title(stage)
     axes[0, 0].set_ylabel("next-token loss")
-    axes[0, 0].legend(loc="lower left", fontsize=10, ncols=1)
+    axes[0, 0].legend(loc="lower left")
     return fig
 
 
