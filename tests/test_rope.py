@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
+from prenorm_lib import functional
 from prenorm_lib.model import TransformerLM
 from prenorm_lib.rope import (
     RotaryPositionalEmbedding,
@@ -219,8 +220,30 @@ def test_complex_form_equals_the_elementwise_real_form(lead, seq_len, d_k, theta
     x = torch.randn(*lead, seq_len, d_k)
     positions = torch.arange(offset, offset + seq_len)
     rotations = complex_rotations(theta, d_k, 512)[positions]  # (seq_len, d_k/2)
-    expected = RotaryPositionalEmbedding(theta, d_k, max_seq_len=512)(x, positions)
+    angles = functional.rope_angles(theta, d_k, 512)[positions]  # (seq_len, d_k/2)
+    expected = functional.apply_rope(x, angles.cos().float(), angles.sin().float())  # the real elementwise form
     assert_close(rotate_complex(x, rotations), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_module_gives_the_real_form_forward_and_backward():
+    """The module rotates interleaved pairs as complex numbers: the same numbers as the real form, gradients too."""
+    rope = RotaryPositionalEmbedding(10000.0, 16, max_seq_len=64)
+    x = torch.randn(3, 40, 4, 16).transpose(1, 2).requires_grad_(True)  # (B, H, T, d_k), laid out as split heads
+    positions = torch.arange(5, 45)
+    real = functional.apply_rope(x, rope.cos[positions], rope.sin[positions])
+    mine = rope(x, positions)
+    assert_close(mine, real, rtol=0, atol=1e-6)
+    upstream = torch.randn_like(real)
+    (grad_real,) = torch.autograd.grad(real, x, upstream)
+    (grad_mine,) = torch.autograd.grad(mine, x, upstream)
+    assert_close(grad_mine, grad_real, rtol=0, atol=1e-6)
+
+
+def test_complex_form_copes_with_strides_a_complex_view_cannot_express():
+    x = torch.randn(2, 5, 17)[..., 1:]  # odd storage offset: no complex view of it exists
+    rotations = complex_rotations(10000.0, 16, 5)
+    angles = functional.rope_angles(10000.0, 16, 5)
+    assert_close(rotate_complex(x, rotations), functional.apply_rope(x, angles.cos().float(), angles.sin().float()))
 
 
 @pytest.mark.parametrize("position", [0, 1, 5, 100, 1000])
