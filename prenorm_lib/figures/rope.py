@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from ipywidgets import IntSlider, Layout, SelectionSlider
-from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
+from matplotlib.ticker import FixedFormatter, FixedLocator, MaxNLocator, NullLocator
 
 from prenorm_lib import functional
 from prenorm_lib.plotting import COLORS, mean_band
@@ -123,26 +123,25 @@ def clock_hands(d_k: int = 16, theta: float = 10000.0, max_position: int = 200, 
     hands = np.exp(1j * functional.rope_angles(theta, d_k, max_position + 1).numpy())  # (positions, pairs)
     period = wavelengths(theta, d_k).numpy()  # (pairs,)
     rows = math.ceil(n_pairs / columns)
-    fig, ax = plt.subplots(figsize=(2.4 * columns, 2.75 * rows + 0.5))
-    centers = np.array([complex(3.0 * (k % columns), -3.6 * (k // columns)) for k in range(n_pairs)])
+    fig, ax = plt.subplots(figsize=(2.4 * columns, 2.5 * rows + 0.5))
+    centers = np.array([complex(3.0 * (k % columns), -3.3 * (k // columns)) for k in range(n_pairs)])
     _dials(ax, centers)
     (trails,) = ax.plot([], [], ".", color=ROPE_COLORS["trail"], markersize=5)
     hands_line = _hands(ax, centers, ROPE_COLORS["query"])
-    turns = []
-    for k, center in enumerate(centers):
-        ax.text(center.real, center.imag + 1.2, f"pair k = {k}", ha="center", va="bottom")
-        turns.append(ax.text(center.real, center.imag - 1.15, "", ha="center", va="top", linespacing=1.4))
+    # One text per clock, rewritten at each move: every text costs about a millisecond to draw.
+    labels = [ax.text(center.real, center.imag - 1.15, "", ha="center", va="top", linespacing=1.4)
+              for center in centers]
     _bare(ax)
     ax.set_xlim(-1.5, 3.0 * (columns - 1) + 1.5)
-    ax.set_ylim(-3.6 * (rows - 1) - 2.4, 1.9)
+    ax.set_ylim(-3.3 * (rows - 1) - 2.15, 1.15)
     title = ax.set_title("")
 
     def update(position: int) -> None:
         past = centers + hands[max(0, position - trail):position]  # (≤ trail, pairs): earlier tips
         trails.set_data(past.real.ravel(), past.imag.ravel())
         _point(hands_line, hands[position])
-        for k, text in enumerate(turns):
-            text.set_text(f"λ = {spaced(period[k])}\n{position / period[k]:.2f} turns")
+        for k, text in enumerate(labels):
+            text.set_text(f"pair {k}: λ = {spaced(period[k])}\n{position / period[k]:.2f} turns")
         title.set_text(f"Position m = {position}: pair k has turned by m·θ_k")
 
     return fig, update
@@ -236,6 +235,8 @@ def shift_and_gap(d_k: int = 16, pairs: int = 4, max_start: int = 400, max_gap: 
     spread = max(curve) - min(curve)
     scores.set_ylim(min(curve) - 0.12 * spread, max(curve) + 0.12 * spread)
     scores.set_xlim(-max_gap - 1, max_gap + 1)
+    scores.set_xticks(np.linspace(-max_gap, max_gap, 5))
+    scores.yaxis.set_major_locator(MaxNLocator(4))
     scores.set_xlabel("gap m − n")
     scores.set_ylabel("q·k")
     title = scores.set_title("")
