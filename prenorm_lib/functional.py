@@ -181,9 +181,10 @@ def _broadcasts_to(shape: torch.Size, target: torch.Size) -> bool:
 def rope_angles(theta: float, d_k: int, max_seq_len: int) -> torch.Tensor:
     """Rotation angles (max_seq_len, d_k // 2): position i, pair k turns by i · theta^(-2k/d_k).
 
-    Pair 0 turns by one radian per position (a fast clock); the last pair by almost
-    theta⁻¹ (a slow clock). Computed in float64 so that large positions keep their
-    accuracy before the cast to float32.
+    Pair 0 turns by one radian per position (a fast clock); the last pair, k = d_k/2 − 1,
+    by theta^(−(d_k−2)/d_k) (a slow clock; close to theta⁻¹ only for large d_k).
+    Computed in float64 so that large positions keep their accuracy before the cast to
+    float32.
     """
     validation.positive_float("theta", theta)
     validation.positive_int("d_k", d_k)

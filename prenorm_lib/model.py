@@ -12,6 +12,7 @@ from prenorm_lib import validation
 from prenorm_lib.block import FINAL_NORM, TransformerBlock
 from prenorm_lib.layers import Embedding, Linear
 from prenorm_lib.norm import RMSNorm
+from prenorm_lib.positions import POSITION_KINDS, SinusoidalPositions
 
 
 class TransformerLM(nn.Module):
@@ -26,6 +27,12 @@ class TransformerLM(nn.Module):
     ``norm``, ``qk_norm`` and ``scaled_init`` choose the block (see
     :class:`prenorm_lib.block.TransformerBlock`); every block is told the depth
     ``num_layers``.
+
+    ``positions`` says how the model learns where a token sits: ``"rope"`` (default, the
+    handout's) rotates queries and keys by ``rope_theta``; ``"sinusoidal"`` adds Vaswani et
+    al.'s fixed vectors to the embeddings; ``"none"`` gives no positional information
+    (as does ``rope_theta=None``, the older spelling). None of them owns a parameter, so
+    every choice has the same state dict.
     """
 
     def __init__(
@@ -37,6 +44,7 @@ class TransformerLM(nn.Module):
         num_heads: int,
         d_ff: int,
         rope_theta: float | None = 10000.0,
+        positions: str = "rope",
         norm: str = "pre",
         ffn: str = "swiglu",
         eps: float = 1e-5,
@@ -50,6 +58,10 @@ class TransformerLM(nn.Module):
         self.context_length = validation.positive_int("context_length", context_length)
         validation.positive_int("d_model", d_model)
         validation.positive_int("num_layers", num_layers)
+        self.positions = validation.choice("positions", positions, POSITION_KINDS)
+        if positions != "rope":
+            rope_theta = None  # the blocks rotate nothing
+        self.position_encoding = SinusoidalPositions(d_model) if positions == "sinusoidal" else None
         self.token_embeddings = Embedding(vocab_size, d_model, device=device, dtype=dtype)
         self.layers = nn.ModuleList(
             TransformerBlock(
@@ -70,6 +82,8 @@ class TransformerLM(nn.Module):
                 f"token_ids has seq_len={token_ids.shape[-1]}, longer than context_length={self.context_length}"
             )
         x = self.token_embeddings(token_ids)  # (..., T, d_model)
+        if self.position_encoding is not None:
+            x = self.position_encoding(x, token_positions)  # absolute positions enter once, here
         for layer in self.layers:
             x = layer(x, token_positions)
         return self.lm_head(self.ln_final(x))  # (..., T, vocab_size)

@@ -3,9 +3,16 @@
 Introduced in notebook 03. The cache holds cos and sin of every (position, pair) angle up
 to ``max_seq_len``; ``forward`` gathers the rows of the positions it is given, so packed
 sequences and offsets (e.g. generation that continues at position 100) need nothing new.
+
+Also here: the other ways to write the same rotation (the explicit block-diagonal
+matrix, Meta's complex-number form), and what it takes for a model trained at one
+context length to read a longer one (:func:`extend_context`: position interpolation or
+NTK-aware Θ scaling).
 """
 
 from __future__ import annotations
+
+import copy
 
 import torch
 from torch import nn
@@ -17,16 +24,23 @@ class RotaryPositionalEmbedding(nn.Module):
     """Rotate query/key pairs by position-dependent angles; no learnable parameters.
 
     ``pairing="interleaved"`` (default) rotates dimensions (2k, 2k+1) as in RoFormer and
-    the CS336 handout; ``pairing="half"`` rotates (k, k + d_k/2) as Hugging Face's Llama
-    does. The buffers are non-persistent: they are derived from ``theta`` and never saved
-    in a state dict.
+    the CS336 handout, as a complex product (:func:`rotate_complex`); ``pairing="half"``
+    rotates (k, k + d_k/2) as Hugging Face's Llama does (``functional.apply_rope``). The
+    cos/sin buffers are non-persistent: they are derived from ``theta`` and never saved in
+    a state dict.
+
+    ``position_scale`` multiplies every position before it is turned into angles:
+    1 (default) is plain RoPE; L/L′ < 1 is Chen et al.'s position interpolation, which
+    squeezes positions 0 … L′ − 1 into the range of angles a model trained at length L saw.
     """
 
     def __init__(
-        self, theta: float, d_k: int, max_seq_len: int, device=None, pairing: str = "interleaved"
+        self, theta: float, d_k: int, max_seq_len: int, device=None, pairing: str = "interleaved",
+        position_scale: float = 1.0,
     ):
         super().__init__()
-        angles = functional.rope_angles(theta, d_k, max_seq_len)  # (max_seq_len, d_k/2), validates
+        self.position_scale = validation.positive_float("position_scale", position_scale)
+        angles = functional.rope_angles(theta, d_k, max_seq_len) * position_scale  # (max_seq_len, d_k/2), validates
         self.theta, self.d_k, self.max_seq_len = float(theta), d_k, max_seq_len
         self.pairing = validation.choice("pairing", pairing, ("interleaved", "half"))
         self.register_buffer("cos", angles.cos().to(torch.float32).to(device), persistent=False)
@@ -54,7 +68,12 @@ class RotaryPositionalEmbedding(nn.Module):
             self._check_positions(token_positions, seq_len)
             cos = self.cos[token_positions]  # (..., seq_len, d_k/2)
             sin = self.sin[token_positions]  # (..., seq_len, d_k/2)
-        return functional.apply_rope(x, cos, sin, self.pairing)  # (..., seq_len, d_k)
+        if self.pairing == "half":
+            return functional.apply_rope(x, cos, sin, "half")  # (..., seq_len, d_k)
+        # Interleaved pairs are complex numbers, and the rotation one complex product: on a CPU
+        # it runs forward and backward in a third of the time of the real form's four passes,
+        # and gives the same numbers (tests/test_rope.py checks it against the real forms).
+        return rotate_complex(x, torch.complex(cos, sin))  # (..., seq_len, d_k)
 
     def _check_positions(self, positions: torch.Tensor, seq_len: int) -> None:
         validation.tensor("token_positions", positions)
@@ -75,7 +94,9 @@ class RotaryPositionalEmbedding(nn.Module):
             )
 
     def extra_repr(self) -> str:
-        return f"theta={self.theta:g}, d_k={self.d_k}, max_seq_len={self.max_seq_len}, pairing={self.pairing!r}"
+        scale = "" if self.position_scale == 1.0 else f", position_scale={self.position_scale:g}"
+        return (f"theta={self.theta:g}, d_k={self.d_k}, max_seq_len={self.max_seq_len}, "
+                f"pairing={self.pairing!r}{scale}")
 
 
 def rotation_matrix(theta: float, d_k: int, position: int) -> torch.Tensor:
@@ -106,3 +127,99 @@ def interleaved_to_half_permutation(d_k: int) -> torch.Tensor:
     if d_k % 2:
         raise ValueError(f"d_k must be even for RoPE, got {d_k}")
     return torch.cat((torch.arange(0, d_k, 2), torch.arange(1, d_k, 2)))
+
+
+def complex_rotations(theta: float, d_k: int, max_seq_len: int) -> torch.Tensor:
+    """e^{i·m·θ_k} for every position m < ``max_seq_len`` and pair k: (max_seq_len, d_k/2), complex64.
+
+    The complex counterpart of the cos/sin cache (real part cos, imaginary part sin), as
+    Meta's reference Llama code precomputes it.
+    """
+    angles = functional.rope_angles(theta, d_k, max_seq_len)  # (max_seq_len, d_k/2), validates
+    return torch.polar(torch.ones_like(angles), angles).to(torch.complex64)
+
+
+def rotate_complex(x: torch.Tensor, rotations: torch.Tensor) -> torch.Tensor:
+    """RoPE written with complex numbers: pair (x_2k, x_2k+1) is x_2k + i·x_2k+1, times e^{iα}.
+
+    Multiplying by a unit complex number *is* a rotation of the plane, so the whole of
+    RoPE is one elementwise product. ``x`` is (..., seq_len, d_k) and ``rotations``
+    (..., seq_len, d_k/2), e.g. rows of :func:`complex_rotations`. Interleaved pairs,
+    like the RoFormer paper's complex notation and Meta's ``apply_rotary_emb``; the
+    arithmetic runs in (at least) float32, the result has ``x``'s dtype.
+    """
+    validation.floating("x", x)
+    validation.tensor("rotations", rotations)
+    if not rotations.is_complex():
+        raise TypeError(f"rotations must be a complex tensor (e^(i·angle)), got dtype {rotations.dtype}")
+    if x.ndim < 2 or x.shape[-1] % 2 or x.shape[-1] // 2 != rotations.shape[-1]:
+        raise ValueError(
+            f"x must be (..., seq_len, d_k) with d_k = 2 × rotations.shape[-1] = {2 * rotations.shape[-1]}, "
+            f"got shape {tuple(x.shape)}"
+        )
+    real = x.to(torch.promote_types(x.dtype, torch.float32)).unflatten(-1, (-1, 2))  # (..., seq_len, d_k/2, 2)
+    try:
+        pairs = torch.view_as_complex(real)  # (..., seq_len, d_k/2) complex, a view: no copy
+    except RuntimeError:  # strides a complex view cannot express (e.g. an odd offset): copy once
+        pairs = torch.view_as_complex(real.contiguous())
+    return torch.view_as_real(pairs * rotations).flatten(-2).to(x.dtype)  # (..., seq_len, d_k)
+
+
+CONTEXT_SCALINGS = ("none", "interpolation", "ntk")
+
+
+def ntk_theta(theta: float, d_k: int, factor: float) -> float:
+    """The "NTK-aware" base for reading ``factor`` × the training length: Θ′ = Θ · factor^(d/(d−2)).
+
+    Pair k then turns by Θ′^(−2k/d) = Θ^(−2k/d) · factor^(−2k/(d−2)) per position: the
+    fastest pair (k = 0) keeps its speed, the slowest (k = d/2 − 1) is slowed by exactly
+    ``factor`` — interpolated like Chen et al.'s positions — and the pairs between are
+    slowed by a geometric blend of the two.
+    """
+    validation.positive_float("theta", theta)
+    validation.positive_int("d_k", d_k)
+    if d_k < 4 or d_k % 2:
+        raise ValueError(f"d_k must be even and at least 4 for NTK-aware scaling (it divides by d_k − 2), got {d_k}")
+    validation.positive_float("factor", factor)
+    return theta * factor ** (d_k / (d_k - 2))
+
+
+def extend_context(model: nn.Module, context_length: int, scaling: str = "none") -> nn.Module:
+    """A copy of ``model`` (a TransformerLM) that reads ``context_length`` tokens, its weights untouched.
+
+    RoPE has no weights, only a cos/sin cache sized for the training length L
+    (``model.context_length``); the copy's caches cover ``context_length`` = L′ = s·L:
+
+    - ``"none"``: the same angles, continued. Positions L … L′ − 1 turn the slow clocks
+      further than training ever did.
+    - ``"interpolation"`` (Chen et al. 2023): positions are scaled by L/L′, so every angle
+      lies in the trained range; neighbours are now 1/s positions apart.
+    - ``"ntk"``: Θ becomes :func:`ntk_theta` (Θ, d_k, s): the fast pairs keep their
+      resolution, the slow ones are interpolated.
+
+    A model without RoPE (sinusoidal or no positions) accepts only ``"none"``.
+    """
+    validation.positive_int("context_length", context_length)
+    validation.choice("scaling", scaling, CONTEXT_SCALINGS)
+    trained = getattr(model, "context_length", None)
+    if not isinstance(model, nn.Module) or not isinstance(trained, int):
+        raise TypeError(f"model must be a TransformerLM (a module with a context_length), got {type(model).__name__}")
+    if context_length < trained:
+        raise ValueError(f"context_length must be >= the model's context_length={trained}, got {context_length}")
+    factor = context_length / trained
+    longer = copy.deepcopy(model)
+    found = False
+    for parent in longer.modules():
+        for name, rope in parent.named_children():
+            if isinstance(rope, RotaryPositionalEmbedding):
+                found = True
+                theta = ntk_theta(rope.theta, rope.d_k, factor) if scaling == "ntk" else rope.theta
+                scale = rope.position_scale / factor if scaling == "interpolation" else rope.position_scale
+                setattr(parent, name, RotaryPositionalEmbedding(
+                    theta, rope.d_k, context_length, device=rope.cos.device, pairing=rope.pairing,
+                    position_scale=scale,
+                ))
+    if scaling != "none" and not found:
+        raise ValueError(f"scaling={scaling!r} rescales RoPE, but this model has none; use scaling='none'")
+    longer.context_length = context_length
+    return longer

@@ -154,6 +154,27 @@ def evaluate(model: nn.Module, batches: Sequence[tuple[torch.Tensor, torch.Tenso
     return loss
 
 
+def loss_by_position(model: nn.Module, ids: torch.Tensor, context_length: int, windows: int = 256,
+                     seed: int = VAL_BATCH_SEED) -> torch.Tensor:
+    """Mean next-token loss at each position 0 … context_length − 1: shape (context_length,).
+
+    Scores ``windows`` windows of ``ids`` (drawn with ``seed``, so every model reads the
+    same text) in eval mode. Position t predicts token t + 1 having read t + 1 tokens, so
+    the curve falls while the context fills; where the model has never been trained
+    (beyond its training length) it shows whether positions still work.
+    """
+    validation.positive_int("windows", windows)
+    x, y = get_batch(ids, windows, context_length, torch.Generator().manual_seed(seed))
+    device = model_device(model)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        logits = model(x.to(device))  # (windows, T, vocab_size)
+        losses = nn.functional.cross_entropy(logits.transpose(1, 2), y.to(device), reduction="none")  # (windows, T)
+    model.train(was_training)
+    return losses.mean(dim=0).cpu()  # (T,)
+
+
 def _has_diverged(loss: float, initial_loss: float | None, factor: float) -> bool:
     if not math.isfinite(loss):
         return True

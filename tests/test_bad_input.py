@@ -17,7 +17,8 @@ from prenorm_lib.ffn import FeedForward, SwiGLU, make_ffn, swiglu_hidden_dim
 from prenorm_lib.layers import Embedding, Linear
 from prenorm_lib.model import TransformerLM
 from prenorm_lib.norm import RMSNorm
-from prenorm_lib.rope import RotaryPositionalEmbedding
+from prenorm_lib.positions import SinusoidalPositions, sinusoidal_encoding
+from prenorm_lib.rope import RotaryPositionalEmbedding, extend_context, ntk_theta, rotate_complex
 
 LM_ARGS = {"vocab_size": 40, "context_length": 12, "d_model": 16, "num_layers": 1, "num_heads": 4, "d_ff": 32}
 
@@ -69,6 +70,25 @@ CASES = [
          torch.tensor([0, 1, 2, 8])), ValueError, "token_positions", "8", id="mhsa-positions-too-large"),
     case(lambda: lm()(torch.randint(0, 40, (1, 4)), torch.tensor([0, 1, 2, 12])), ValueError,
          "token_positions", "12", id="lm-positions-too-large"),
+    case(lambda: rope(position_scale=0.0), ValueError, "position_scale", "0", id="rope-zero-position_scale"),
+    case(lambda: rotate_complex(torch.randn(4, 8), torch.ones(4, 4)), TypeError, "rotations", "float32",
+         id="rotate_complex-real-rotations"),
+    case(lambda: rotate_complex(torch.randn(4, 6), torch.ones(4, 4, dtype=torch.complex64)), ValueError, "x",
+         "(4, 6)", "2 × rotations.shape[-1] = 8", id="rotate_complex-shape"),
+    case(lambda: ntk_theta(1e4, 2, 2.0), ValueError, "d_k", "2", id="ntk_theta-d_k-too-small"),
+    case(lambda: ntk_theta(1e4, 16, 0.0), ValueError, "factor", "0", id="ntk_theta-zero-factor"),
+    case(lambda: extend_context(lm(), 24, "yarn"), ValueError, "scaling", "'yarn'", id="extend-unknown-scaling"),
+    case(lambda: extend_context(lm(), 6), ValueError, "context_length", "12", "6", id="extend-shorter"),
+    case(lambda: extend_context(RMSNorm(8), 24), TypeError, "model", "RMSNorm", id="extend-not-a-model"),
+    case(lambda: extend_context(lm(positions="none"), 24, "interpolation"), ValueError, "scaling",
+         "'interpolation'", id="extend-rescale-without-rope"),
+    # absolute positions
+    case(lambda: lm(positions="alibi"), ValueError, "positions", "'alibi'", id="lm-unknown-positions"),
+    case(lambda: SinusoidalPositions(7), ValueError, "d_model", "7", id="sinusoidal-odd-d_model"),
+    case(lambda: sinusoidal_encoding(torch.arange(4.0), 8), TypeError, "positions", "float32",
+         id="sinusoidal-float-positions"),
+    case(lambda: SinusoidalPositions(8)(torch.randn(2, 4, 6)), ValueError, "x", "(2, 4, 6)", "d_model=8",
+         id="sinusoidal-x-last-dim"),
     # last dimension is not d_model
     case(lambda: RMSNorm(8)(torch.randn(2, 7)), ValueError, "x", "(2, 7)", "d_model=8", id="rmsnorm-last-dim"),
     case(lambda: SwiGLU(8, 32)(torch.randn(2, 7)), ValueError, "x", "(2, 7)", "d_model=8", id="swiglu-last-dim"),

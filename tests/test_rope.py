@@ -13,7 +13,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
-from prenorm_lib.rope import RotaryPositionalEmbedding, interleaved_to_half_permutation, rotation_matrix
+from prenorm_lib import functional
+from prenorm_lib.model import TransformerLM
+from prenorm_lib.rope import (
+    RotaryPositionalEmbedding,
+    complex_rotations,
+    extend_context,
+    interleaved_to_half_permutation,
+    ntk_theta,
+    rotate_complex,
+    rotation_matrix,
+)
 
 seeds = st.integers(0, 2**16)
 even_d_k = st.integers(1, 16).map(lambda half: 2 * half)
@@ -198,3 +208,129 @@ def test_position_zero_is_the_identity(pairing):
     rope = RotaryPositionalEmbedding(10000.0, 12, max_seq_len=8, pairing=pairing)
     x = torch.randn(4, 1, 12)
     assert torch.equal(rope(x, torch.tensor([0])), x)
+
+
+# ---- the complex-number form (Meta's reference code) --------------------------------------
+
+
+@given(lead=st.lists(st.integers(1, 3), min_size=0, max_size=2), seq_len=st.integers(1, 12), d_k=even_d_k,
+       theta=thetas, offset=st.integers(0, 400), seed=seeds)
+def test_complex_form_equals_the_elementwise_real_form(lead, seq_len, d_k, theta, offset, seed):
+    torch.manual_seed(seed)
+    x = torch.randn(*lead, seq_len, d_k)
+    positions = torch.arange(offset, offset + seq_len)
+    rotations = complex_rotations(theta, d_k, 512)[positions]  # (seq_len, d_k/2)
+    angles = functional.rope_angles(theta, d_k, 512)[positions]  # (seq_len, d_k/2)
+    expected = functional.apply_rope(x, angles.cos().float(), angles.sin().float())  # the real elementwise form
+    assert_close(rotate_complex(x, rotations), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_module_gives_the_real_form_forward_and_backward():
+    """The module rotates interleaved pairs as complex numbers: the same numbers as the real form, gradients too."""
+    rope = RotaryPositionalEmbedding(10000.0, 16, max_seq_len=64)
+    x = torch.randn(3, 40, 4, 16).transpose(1, 2).requires_grad_(True)  # (B, H, T, d_k), laid out as split heads
+    positions = torch.arange(5, 45)
+    real = functional.apply_rope(x, rope.cos[positions], rope.sin[positions])
+    mine = rope(x, positions)
+    assert_close(mine, real, rtol=0, atol=1e-6)
+    upstream = torch.randn_like(real)
+    (grad_real,) = torch.autograd.grad(real, x, upstream)
+    (grad_mine,) = torch.autograd.grad(mine, x, upstream)
+    assert_close(grad_mine, grad_real, rtol=0, atol=1e-6)
+
+
+def test_complex_form_copes_with_strides_a_complex_view_cannot_express():
+    x = torch.randn(2, 5, 17)[..., 1:]  # odd storage offset: no complex view of it exists
+    rotations = complex_rotations(10000.0, 16, 5)
+    angles = functional.rope_angles(10000.0, 16, 5)
+    assert_close(rotate_complex(x, rotations), functional.apply_rope(x, angles.cos().float(), angles.sin().float()))
+
+
+@pytest.mark.parametrize("position", [0, 1, 5, 100, 1000])
+def test_complex_form_equals_the_block_diagonal_matrix(position):
+    x = torch.randn(4, 1, 16)
+    rotations = complex_rotations(10000.0, 16, position + 1)[position : position + 1]  # (1, 8)
+    assert_close(rotate_complex(x, rotations), x @ rotation_matrix(10000.0, 16, position).T, rtol=1e-5, atol=1e-5)
+
+
+def test_complex_rotations_are_unit_numbers_at_the_rope_angles():
+    rotations = complex_rotations(10000.0, 8, 50)
+    assert rotations.shape == (50, 4) and rotations.dtype == torch.complex64
+    assert_close(rotations.abs(), torch.ones(50, 4))
+    angles = 7 * inverse_frequencies(10000.0, 8)  # position 7
+    assert_close(torch.view_as_real(rotations[7]).double(), torch.stack((angles.cos(), angles.sin()), -1),
+                 rtol=1e-6, atol=1e-6)
+
+
+def test_complex_form_keeps_the_input_dtype():
+    x = torch.randn(3, 8, dtype=torch.float16)
+    out = rotate_complex(x, complex_rotations(10000.0, 8, 3))
+    assert out.dtype == torch.float16
+    assert_close(out.float(), rotate_complex(x.float(), complex_rotations(10000.0, 8, 3)), rtol=1e-3, atol=1e-3)
+
+
+# ---- reading beyond the training length ---------------------------------------------------
+
+
+def test_position_scale_turns_by_the_scaled_position():
+    """Position interpolation: position m with scale 1/2 gets exactly the angles of position m/2."""
+    x = torch.randn(2, 8)
+    squeezed = RotaryPositionalEmbedding(10000.0, 8, max_seq_len=64, position_scale=0.5)
+    plain = RotaryPositionalEmbedding(10000.0, 8, max_seq_len=64)
+    assert_close(squeezed(x, torch.tensor([10, 42])), plain(x, torch.tensor([5, 21])))
+    assert (squeezed(x, torch.tensor([10, 42])) - plain(x, torch.tensor([10, 42]))).abs().max() > 1e-2
+
+
+def test_ntk_theta_keeps_the_fastest_pair_and_interpolates_the_slowest():
+    d_k, factor = 16, 2.0
+    before = inverse_frequencies(10000.0, d_k)
+    after = inverse_frequencies(ntk_theta(10000.0, d_k, factor), d_k)
+    assert after[0] == before[0] == 1.0
+    assert_close(after[-1], before[-1] / factor)
+    assert torch.all(after[1:] < before[1:]) and torch.all(after[1:-1] > before[1:-1] / factor)
+    assert ntk_theta(10000.0, d_k, 1.0) == 10000.0
+
+
+def small_lm(positions: str = "rope") -> TransformerLM:
+    return TransformerLM(40, 12, 16, 2, 4, 32, positions=positions)
+
+
+def test_extended_model_agrees_with_the_original_inside_the_training_length():
+    model = small_lm()
+    longer = extend_context(model, 24)
+    tokens = torch.randint(0, 40, (2, 24))
+    assert longer.context_length == 24 and model.context_length == 12
+    assert_close(longer(tokens)[:, :12], model(tokens[:, :12]))
+    assert longer(tokens).shape == (2, 24, 40)
+    with pytest.raises(ValueError, match="context_length=12"):
+        model(tokens)  # the original is untouched
+    assert longer.state_dict().keys() == model.state_dict().keys()
+
+
+@pytest.mark.parametrize("positions", ["sinusoidal", "none"])
+def test_models_without_rope_extend_without_rescaling(positions):
+    model = small_lm(positions)
+    longer = extend_context(model, 24)
+    tokens = torch.randint(0, 40, (1, 24))
+    assert_close(longer(tokens)[:, :12], model(tokens[:, :12]))
+    with pytest.raises(ValueError, match="this model has none"):
+        extend_context(model, 24, "ntk")
+
+
+def test_interpolation_squeezes_positions_into_the_trained_range():
+    longer = extend_context(small_lm(), 36, "interpolation")
+    ropes = [block.attn.rope for block in longer.layers]
+    assert all(r.position_scale == pytest.approx(1 / 3) and r.max_seq_len == 36 for r in ropes)
+    expected = torch.cos(35 / 3 * inverse_frequencies(10000.0, 4)).float()  # position 35 turns as 35/3 did
+    assert_close(ropes[0].cos[35], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_ntk_scaling_changes_theta_only():
+    longer = extend_context(small_lm(), 24, "ntk")
+    rope = longer.layers[0].attn.rope
+    assert rope.theta == pytest.approx(ntk_theta(10000.0, 4, 2.0)) and rope.position_scale == 1.0
+
+
+def test_extend_context_refuses_a_shorter_context():
+    with pytest.raises(ValueError, match="context_length must be >= the model's context_length=12, got 8"):
+        extend_context(small_lm(), 8)

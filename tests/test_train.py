@@ -7,11 +7,13 @@ import math
 import pytest
 import torch
 
-from prenorm_lib.data import make_corpus
+from prenorm_lib.data import get_batch, make_corpus
+from prenorm_lib.probes import next_token_loss
 from prenorm_lib.train import (
     History,
     TrainConfig,
     build_model,
+    loss_by_position,
     lr_at,
     model_config,
     run_seeds,
@@ -154,6 +156,18 @@ def test_on_eval_records_a_metric_at_every_evaluation(corpus):
     assert history.metrics == {"calls": [1.0, 2.0, 3.0]}
     with pytest.raises(TypeError, match="on_eval must be a function"):
         train(build_model(corpus, seed=0), corpus, QUICK, progress=False, on_eval=42)
+
+
+def test_loss_by_position_averages_to_the_loss_of_the_same_windows(corpus):
+    model = build_model(corpus, seed=0)
+    curve = loss_by_position(model, corpus.val_ids, 20, windows=8, seed=3)
+    x, y = get_batch(corpus.val_ids, 8, 20, torch.Generator().manual_seed(3))
+    assert curve.shape == (20,) and model.training  # the mode is restored
+    with torch.no_grad():
+        torch.testing.assert_close(curve.mean(), next_token_loss(model, x, y))
+    assert curve.std() > 0  # positions differ
+    with pytest.raises(ValueError, match="windows"):
+        loss_by_position(model, corpus.val_ids, 20, windows=0)
 
 
 def test_batches_follow_the_model_device(corpus, monkeypatch):
