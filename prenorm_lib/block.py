@@ -19,11 +19,10 @@ from torch import nn
 
 from prenorm_lib import validation
 from prenorm_lib.attention import MultiHeadSelfAttention
-from prenorm_lib.ffn import make_ffn
+from prenorm_lib.ffn import FFN_KINDS, make_ffn
 from prenorm_lib.norm import RMSNorm
 
 NORM_PLACEMENTS = ("pre", "post", "none")
-FFN_KINDS = ("swiglu", "silu", "relu")
 
 
 class TransformerBlock(nn.Module):

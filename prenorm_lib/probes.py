@@ -14,9 +14,9 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from prenorm_lib import functional, validation
+from prenorm_lib import validation
 from prenorm_lib.data import Corpus, generate_sentences
-from prenorm_lib.ffn import ACTIVATIONS, FeedForward, SwiGLU
+from prenorm_lib.ffn import FeedForward, GatedFeedForward
 
 
 def next_token_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -129,10 +129,8 @@ def residual_norms(model: nn.Module, token_ids: torch.Tensor) -> list[float]:
 
 def _hidden_activations(ffn: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The hidden layer of a feed-forward network, (..., d_ff), exactly as its forward makes it."""
-    if isinstance(ffn, SwiGLU):
-        return functional.silu(ffn.w1(x)) * ffn.w3(x)
-    if isinstance(ffn, FeedForward):
-        return ACTIVATIONS[ffn.activation](ffn.w1(x))
+    if isinstance(ffn, GatedFeedForward | FeedForward):
+        return ffn.hidden(x)
     raise TypeError(f"model_or_ffn must be a TransformerLM, SwiGLU or FeedForward, got {type(ffn).__name__}")
 
 
@@ -153,7 +151,7 @@ def dead_relu_fraction(model_or_ffn: nn.Module, x: torch.Tensor) -> float:
     """
     validation.tensor("x", x)
     with torch.no_grad():
-        if isinstance(model_or_ffn, SwiGLU | FeedForward):
+        if isinstance(model_or_ffn, GatedFeedForward | FeedForward):
             dead, total = _dead_counts(model_or_ffn, x)
             return dead / total
         _check_stack(model_or_ffn, "model_or_ffn (a TransformerLM, SwiGLU or FeedForward)")
