@@ -145,9 +145,8 @@ def dead_relu_fraction(model_or_ffn: nn.Module, x: torch.Tensor) -> float:
 
     For a feed-forward module ``x`` is its input (..., d_model); for a TransformerLM ``x``
     is a batch of token ids and the count runs over the FFNs of all blocks, each seeing
-    the input its block gives it. Only ReLU can output exact zeros over a whole batch:
-    SiLU and SwiGLU units are never dead in this sense, which is the point of notebook
-    02's comparison.
+    the input its block gives it. Only a ReLU (in ReLU's FFN or ReGLU's gate) outputs exact
+    zeros over a whole batch: SiLU, SwiGLU and GEGLU units are never dead in this sense.
     """
     validation.tensor("x", x)
     with torch.no_grad():

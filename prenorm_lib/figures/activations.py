@@ -105,13 +105,21 @@ def draw_activations(x_min: float = -4.0, x_max: float = 4.0) -> plt.Figure:
 def swish_beta_figure(beta: float = 1.0) -> LiveFigure:
     """Swish x·σ(βx) and its slope for β on a log slider (0.1 … 10), between x/2 and ReLU.
 
-    Built once: the two limits, x/2 (β → 0) and ReLU (β → ∞), are drawn at construction;
-    a move of the slider only sets the two curves' data and the title (one panel, so a
-    redraw stays within a few tens of milliseconds).
+    Built once: the two limits, x/2 (β → 0) and ReLU (β → ∞), are drawn at construction,
+    and the curve and its slope are computed for every position of the slider; a move
+    only hands two precomputed arrays to the lines and sets the title.
     """
     x = torch.linspace(-4.0, 4.0, 161, dtype=torch.float64)
     xs = x.numpy()
-    fig, ax = plt.subplots(figsize=(6.8, 4.0))
+    slider = widgets.FloatLogSlider(value=beta, base=10, min=-1, max=1, step=0.05, description="β",
+                                    continuous_update=True, readout_format=".2f")
+    exponents = np.round(np.arange(slider.min, slider.max + slider.step / 2, slider.step), 10)
+    curves = {}
+    for exponent in exponents:
+        value, derivative = activation_and_derivative(lambda t, b=10.0**exponent: swish(t, b), x)
+        curves[float(exponent)] = (value.numpy(), derivative.numpy())
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
     ax.plot(xs, xs / 2, color=COLORS["reference"], linestyle=":", linewidth=1.4, label="x/2  (β → 0)")
     ax.plot(xs, np.maximum(xs, 0), color=COLORS["relu"], linestyle="--", linewidth=1.4, label="ReLU  (β → ∞)")
     (curve,) = ax.plot(xs, xs, color=COLORS["silu"], linewidth=2.4, label="x·σ(βx)")
@@ -122,13 +130,15 @@ def swish_beta_figure(beta: float = 1.0) -> LiveFigure:
     title = ax.set_title(" ")
 
     def update(beta: float) -> None:
-        value, derivative = activation_and_derivative(lambda t: swish(t, beta), x)
-        curve.set_ydata(value.numpy())
-        slope.set_ydata(derivative.numpy())
+        exponent = round(float(np.log10(beta)), 10)
+        if exponent not in curves:  # a value set by hand between the slider's steps
+            value, derivative = activation_and_derivative(lambda t: swish(t, beta), x)
+            curves[exponent] = (value.numpy(), derivative.numpy())
+        value, derivative = curves[exponent]
+        curve.set_ydata(value)
+        slope.set_ydata(derivative)
         title.set_text(f"Swish with β = {beta:.2f}" + ("  (SiLU)" if abs(beta - 1) < 1e-9 else ""))
 
-    slider = widgets.FloatLogSlider(value=beta, base=10, min=-1, max=1, step=0.05, description="β",
-                                    continuous_update=True, readout_format=".2f")
     return LiveFigure(fig, update, {"beta": slider},
                       "Swish x·σ(βx) and its slope, from x/2 (β → 0) to ReLU (β → ∞) (slider: β)")
 
