@@ -187,6 +187,8 @@ def plot_ffn_ablation(record: Record, baseline: str = "swiglu") -> plt.Figure:
         style = "--" if kind in ("relu", "silu") else "-"
         line = mean_band(left, steps[start:], losses[kind][:, start:], label=LABELS[kind], color=COLORS[kind])
         line.set_linestyle(style)
+        if kind == baseline:  # on top, so that a variant level with it does not hide it
+            line.set(linewidth=2.6, zorder=3)
     left.set(xlabel="update", ylabel="held-out loss (nats/byte)", title="Second half of training")
     left.legend(ncol=2, loc="upper right")
     others = [kind for kind in kinds if kind != baseline]
