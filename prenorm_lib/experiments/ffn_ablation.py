@@ -12,7 +12,7 @@ d_ff = 8/3·d_model rounded to a multiple of 64 (``ffn.default_hidden_dim``).
 
 The regime is chosen on purpose: every run reads less than one epoch of the training
 text (see :func:`epochs`), so held-out loss measures what a network extracts from text
-it has not seen before — Shazeer's regime — not how well it memorises a small corpus.
+it has not seen before, not how well it memorises a small corpus.
 The learning rate is the same for every FFN.
 """
 

@@ -125,7 +125,8 @@ def swish_beta_figure(beta: float = 1.0) -> LiveFigure:
     (curve,) = ax.plot(xs, xs, color=COLORS["silu"], linewidth=2.4, label="x·σ(βx)")
     (slope,) = ax.plot(xs, xs, color=COLORS["silu"], linewidth=1.2, linestyle="--", label="its slope")
     ax.axhline(0, color="black", linewidth=0.6)
-    ax.set(xlabel="x", ylabel="swish(x)  and  slope", ylim=(-1.2, 4.2), xlim=(-4, 4))
+    ax.set(xlabel="x", ylabel="swish(x)  and  slope", ylim=(-1.2, 4.2), xlim=(-4, 4),
+           xticks=range(-4, 5, 2), yticks=range(-1, 5))  # few tick labels: each costs a text layout per frame
     ax.legend(loc="upper left")
     title = ax.set_title(" ")
 
