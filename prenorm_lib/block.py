@@ -38,7 +38,7 @@ from torch import nn
 
 from prenorm_lib import validation
 from prenorm_lib.attention import MultiHeadSelfAttention
-from prenorm_lib.ffn import make_ffn
+from prenorm_lib.ffn import FFN_KINDS, make_ffn
 from prenorm_lib.layers import Linear
 from prenorm_lib.norm import RMSNorm
 
@@ -54,7 +54,6 @@ FORWARDS = {  # placement -> the method that computes it
 NORM_PLACEMENTS = ("pre", "post", "none")  # the three placements notebook 04 compares (and exercise 4.3)
 FRONTIER_NORMS = ("sandwich", "reordered", "deepnorm", "rezero")  # what current models changed after pre-norm
 NORMS = NORM_PLACEMENTS + FRONTIER_NORMS
-FFN_KINDS = ("swiglu", "silu", "relu")
 NEEDS_NUM_LAYERS = ("deepnorm",)  # placements whose constants depend on the depth L
 FINAL_NORM = ("pre", "sandwich", "reordered")  # placements whose stream is never normalised inside the stack
 

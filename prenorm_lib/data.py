@@ -242,7 +242,8 @@ class Corpus:
     tokenizer: Tokenizer
     train_ids: torch.Tensor  # (N_train,) int64
     val_ids: torch.Tensor  # (N_val,) int64
-    seed: int = 0
+    seed: int | None = 0  # the grammar's random seed; None for a fixed text (prenorm_lib.prose)
+    unit: str = "words"  # what one token is: "words" here, "bytes" for prenorm_lib.prose
 
     @property
     def vocab_size(self) -> int:
@@ -250,8 +251,8 @@ class Corpus:
 
     def describe(self) -> str:
         return (
-            f"vocabulary {self.vocab_size} words, {self.train_ids.numel():,} training tokens, "
-            f"{self.val_ids.numel():,} validation tokens (seed {self.seed})"
+            f"vocabulary {self.vocab_size} {self.unit}, {self.train_ids.numel():,} training tokens, "
+            f"{self.val_ids.numel():,} validation tokens" + ("" if self.seed is None else f" (seed {self.seed})")
         )
 
 

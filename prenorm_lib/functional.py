@@ -8,6 +8,7 @@ call these kernels; the tests compare each kernel with torch's own implementatio
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -15,8 +16,13 @@ from prenorm_lib import validation
 
 __all__ = [
     "apply_rope",
+    "bilinear_glu",
     "causal_mask",
+    "gated_ffn",
+    "geglu",
+    "gelu",
     "layer_norm",
+    "reglu",
     "relu",
     "rms_norm",
     "prms_norm",
@@ -109,6 +115,15 @@ def silu(x: torch.Tensor) -> torch.Tensor:
     return x * torch.sigmoid(x)
 
 
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    """GELU (Hendrycks & Gimpel 2016): ``x · Φ(x)`` with Φ the standard normal CDF, exact (erf) form.
+
+    Φ(x) = ½ (1 + erf(x / √2)). BERT and GPT-2 used a tanh approximation of it; this is the
+    exact function, the default of ``torch.nn.functional.gelu``.
+    """
+    return 0.5 * x * (1 + torch.erf(x * (1 / math.sqrt(2))))
+
+
 def softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
     """Softmax along ``dim``, stable for large inputs.
 
@@ -131,6 +146,43 @@ def swiglu(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor
     gate = torch.nn.functional.silu(x @ w1.T)  # (..., d_ff)
     value = x @ w3.T  # (..., d_ff)
     return (gate * value) @ w2.T  # (..., d_model)
+
+
+def gated_ffn(
+    x: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    w3: torch.Tensor,
+    activation: Callable[[torch.Tensor], torch.Tensor] | None,
+) -> torch.Tensor:
+    """Shazeer's (2020) gated FFN ``W2 (act(W1 x) ⊙ W3 x)``; ``activation=None`` is his Bilinear.
+
+    Weights are stored (out, in) like :func:`swiglu`'s. The activation acts on the gate
+    ``W1 x`` only; the value ``W3 x`` enters the product linearly.
+    """
+    gate = x @ w1.T  # (..., d_ff)
+    if activation is not None:
+        gate = activation(gate)
+    return (gate * (x @ w3.T)) @ w2.T  # (..., d_model)
+
+
+def geglu(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor) -> torch.Tensor:
+    """GEGLU: ``W2 (GELU(W1 x) ⊙ W3 x)``, with torch's fused exact GELU (equal to :func:`gelu`)."""
+    return gated_ffn(x, w1, w2, w3, torch.nn.functional.gelu)
+
+
+def reglu(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor) -> torch.Tensor:
+    """ReGLU: ``W2 (ReLU(W1 x) ⊙ W3 x)``."""
+    return gated_ffn(x, w1, w2, w3, torch.relu)
+
+
+def bilinear_glu(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor) -> torch.Tensor:
+    """Shazeer's "Bilinear" FFN: ``W2 (W1 x ⊙ W3 x)``, a gate with no nonlinearity at all.
+
+    Each hidden unit is a product of two linear functions of x, a quadratic form; the
+    network is still nonlinear in x, through the product alone.
+    """
+    return gated_ffn(x, w1, w2, w3, None)
 
 
 def causal_mask(seq_len: int, device: torch.device | None = None) -> torch.Tensor:

@@ -24,6 +24,9 @@ COLORS = {
     "silu": "#2a9d8f",
     "gelu": "#b08a2e",
     "swiglu": "#7b3fa0",
+    "geglu": "#b08a2e",  # GELU's colour: the gate is GELU
+    "reglu": "#1f5fa8",
+    "bilinear": "#c2407a",
     # generic roles
     "input": "#9aa5b1",
     "output": "#1f5fa8",

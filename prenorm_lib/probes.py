@@ -18,7 +18,7 @@ from torch import nn
 from prenorm_lib import functional, validation
 from prenorm_lib.attention import MultiHeadSelfAttention
 from prenorm_lib.data import Corpus, generate_sentences
-from prenorm_lib.ffn import ACTIVATIONS, FeedForward, SwiGLU
+from prenorm_lib.ffn import FeedForward, GatedFeedForward
 
 
 def next_token_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -284,10 +284,8 @@ def max_attention_logit(model: nn.Module, token_ids: torch.Tensor) -> float:
 
 def _hidden_activations(ffn: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The hidden layer of a feed-forward network, (..., d_ff), exactly as its forward makes it."""
-    if isinstance(ffn, SwiGLU):
-        return functional.silu(ffn.w1(x)) * ffn.w3(x)
-    if isinstance(ffn, FeedForward):
-        return ACTIVATIONS[ffn.activation](ffn.w1(x))
+    if isinstance(ffn, GatedFeedForward | FeedForward):
+        return ffn.hidden(x)
     raise TypeError(f"model_or_ffn must be a TransformerLM, SwiGLU or FeedForward, got {type(ffn).__name__}")
 
 
@@ -302,13 +300,12 @@ def dead_relu_fraction(model_or_ffn: nn.Module, x: torch.Tensor) -> float:
 
     For a feed-forward module ``x`` is its input (..., d_model); for a TransformerLM ``x``
     is a batch of token ids and the count runs over the FFNs of all blocks, each seeing
-    the input its block gives it. Only ReLU can output exact zeros over a whole batch:
-    SiLU and SwiGLU units are never dead in this sense, which is the point of notebook
-    02's comparison.
+    the input its block gives it. Only a ReLU (in ReLU's FFN or ReGLU's gate) outputs exact
+    zeros over a whole batch: SiLU, SwiGLU and GEGLU units are never dead in this sense.
     """
     validation.tensor("x", x)
     with torch.no_grad():
-        if isinstance(model_or_ffn, SwiGLU | FeedForward):
+        if isinstance(model_or_ffn, GatedFeedForward | FeedForward):
             dead, total = _dead_counts(model_or_ffn, x)
             return dead / total
         _check_stack(model_or_ffn, "model_or_ffn (a TransformerLM, SwiGLU or FeedForward)")

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from prenorm_lib import functional
+from prenorm_lib import functional, prose
 from prenorm_lib.attention import MultiHeadSelfAttention
 from prenorm_lib.block import TransformerBlock
-from prenorm_lib.ffn import FeedForward, SwiGLU, make_ffn, swiglu_hidden_dim
+from prenorm_lib.ffn import GEGLU, Bilinear, FeedForward, ReGLU, SwiGLU, make_ffn, swiglu_hidden_dim
 from prenorm_lib.layers import Embedding, Linear
 from prenorm_lib.model import TransformerLM
 from prenorm_lib.norm import RMSNorm
@@ -93,6 +93,8 @@ CASES = [
     case(lambda: RMSNorm(8)(torch.randn(2, 7)), ValueError, "x", "(2, 7)", "d_model=8", id="rmsnorm-last-dim"),
     case(lambda: SwiGLU(8, 32)(torch.randn(2, 7)), ValueError, "x", "(2, 7)", "d_model=8", id="swiglu-last-dim"),
     case(lambda: FeedForward(8)(torch.randn(2, 7)), ValueError, "x", "(2, 7)", "d_model=8", id="ffn-last-dim"),
+    case(lambda: GEGLU(8, 32)(torch.randn(2, 7)), ValueError, "x", "(2, 7)", "d_model=8", id="geglu-last-dim"),
+    case(lambda: ReGLU(8, 32).hidden(torch.randn(7)), ValueError, "x", "(7,)", "d_model=8", id="reglu-hidden-last-dim"),
     case(lambda: MultiHeadSelfAttention(8, 2)(torch.randn(2, 3, 7)), ValueError, "x", "(2, 3, 7)", "d_model=8",
          id="mhsa-last-dim"),
     case(lambda: block()(torch.randn(1, 3, 15)), ValueError, "x", "(1, 3, 15)", id="block-last-dim"),
@@ -120,6 +122,9 @@ CASES = [
     case(lambda: MultiHeadSelfAttention(8, -1), ValueError, "num_heads", "-1", id="mhsa-negative-heads"),
     case(lambda: SwiGLU(8, d_ff=0), ValueError, "d_ff", "0", id="swiglu-zero-d_ff"),
     case(lambda: FeedForward(8, d_ff=-4), ValueError, "d_ff", "-4", id="ffn-negative-d_ff"),
+    case(lambda: Bilinear(8, d_ff=0), ValueError, "d_ff", "0", id="bilinear-zero-d_ff"),
+    case(lambda: ReGLU(64, d_ff=128.0), TypeError, "d_ff", "128.0", id="reglu-float-d_ff"),
+    case(lambda: GEGLU(0), ValueError, "d_model", "0", id="geglu-zero-d_model"),
     case(lambda: block(d_ff=0), ValueError, "d_ff", "0", id="block-zero-d_ff"),
     case(lambda: block(max_seq_len=-8), ValueError, "max_seq_len", "-8", id="block-negative-max_seq_len"),
     case(lambda: lm(vocab_size=0), ValueError, "vocab_size", "0", id="lm-zero-vocab"),
@@ -172,9 +177,19 @@ CASES = [
     case(lambda: lm(norm="deepnorm", num_layers=2.0), TypeError, "num_layers", "2.0", id="lm-float-num_layers"),
     case(lambda: block(ffn="gelu"), ValueError, "ffn", "'gelu'", id="block-unknown-ffn"),
     case(lambda: lm(norm="post_ln"), ValueError, "norm", "'post_ln'", id="lm-unknown-norm"),
-    case(lambda: lm(ffn="geglu"), ValueError, "ffn", "'geglu'", id="lm-unknown-ffn"),
+    case(lambda: lm(ffn="moe"), ValueError, "ffn", "'moe'", id="lm-unknown-ffn"),
     case(lambda: FeedForward(8, activation="gelu"), ValueError, "activation", "'gelu'", id="ffn-unknown-activation"),
-    case(lambda: make_ffn("geglu", 8), ValueError, "ffn", "'geglu'", id="make_ffn-unknown"),
+    case(lambda: make_ffn("glu2", 8), ValueError, "ffn", "'glu2'", id="make_ffn-unknown"),
+    # the prose corpus
+    case(lambda: prose.make_prose_corpus(validation_every=1), ValueError, "validation_every", "1",
+         id="prose-hold-out-everything"),
+    case(lambda: prose.make_prose_corpus(validation_every=2.0), TypeError, "validation_every", "2.0",
+         id="prose-float-validation_every"),
+    case(lambda: prose.strip_rst(b"Title"), TypeError, "source", "bytes", id="strip_rst-bytes"),
+    case(lambda: prose.source_files("no/such/_sources"), ValueError, "sources_dir", "no/such/_sources",
+         id="prose-missing-sources"),
+    case(lambda: prose.ByteTokenizer().decode([65, 256]), ValueError, "ids", "256", id="bytes-id-too-large"),
+    case(lambda: prose.ByteTokenizer().encode(b"abc"), TypeError, "text", "bytes", id="bytes-encode-bytes"),
     # token ids
     case(lambda: lm()(torch.zeros(1, 4)), TypeError, "token_ids", "float32", id="token_ids-float"),
     case(lambda: lm()(torch.zeros(1, 4, dtype=torch.bool)), TypeError, "token_ids", "bool", id="token_ids-bool"),

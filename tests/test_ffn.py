@@ -9,7 +9,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
-from prenorm_lib.ffn import FeedForward, SwiGLU, make_ffn, swiglu_hidden_dim
+from prenorm_lib.block import TransformerBlock
+from prenorm_lib.ffn import (
+    FFN_KINDS,
+    GEGLU,
+    Bilinear,
+    FeedForward,
+    GatedFeedForward,
+    ReGLU,
+    SwiGLU,
+    default_hidden_dim,
+    make_ffn,
+    swiglu_hidden_dim,
+)
 
 seeds = st.integers(0, 2**16)
 
@@ -94,7 +106,15 @@ def test_swapping_gate_and_value_changes_the_output():
     assert (ffn(x) - before).abs().max() > 1e-3
 
 
-@pytest.mark.parametrize(("kind", "cls"), [("swiglu", SwiGLU), ("silu", FeedForward), ("relu", FeedForward)])
+KIND_CLASSES = [("swiglu", SwiGLU), ("silu", FeedForward), ("relu", FeedForward),
+                ("geglu", GEGLU), ("reglu", ReGLU), ("bilinear", Bilinear)]
+
+
+def test_every_kind_has_a_class():
+    assert sorted(kind for kind, _ in KIND_CLASSES) == sorted(FFN_KINDS)
+
+
+@pytest.mark.parametrize(("kind", "cls"), KIND_CLASSES)
 def test_make_ffn_builds_the_named_network(kind, cls):
     ffn = make_ffn(kind, 8, 32)
     assert type(ffn) is cls
@@ -102,9 +122,67 @@ def test_make_ffn_builds_the_named_network(kind, cls):
         assert ffn.activation == kind
 
 
-@pytest.mark.parametrize("kind", ["swiglu", "silu", "relu"])
+@pytest.mark.parametrize("kind", FFN_KINDS)
 @pytest.mark.parametrize("d_model", [64, 512, 768])
 def test_default_hidden_dim_is_what_each_module_picks_by_itself(kind, d_model):
-    from prenorm_lib.ffn import default_hidden_dim, make_ffn
-
     assert make_ffn(kind, d_model, device="meta").d_ff == default_hidden_dim(kind, d_model)
+
+
+# ---- Shazeer's other GLU variants: GEGLU, ReGLU, Bilinear -------------------------------
+
+GATES = [pytest.param(GEGLU, F.gelu, id="geglu"), pytest.param(ReGLU, F.relu, id="reglu"),
+         pytest.param(Bilinear, None, id="bilinear"), pytest.param(SwiGLU, F.silu, id="swiglu")]
+
+
+@pytest.mark.parametrize(("cls", "activation"), GATES)
+@given(lead=st.lists(st.integers(1, 4), min_size=0, max_size=3), seed=seeds)
+def test_gated_ffn_matches_formula(cls, activation, lead, seed):
+    torch.manual_seed(seed)
+    ffn = cls(16, 40)
+    x = torch.randn(*lead, 16)
+    gate = F.linear(x, ffn.w1.weight)
+    gate = gate if activation is None else activation(gate)
+    assert_close(ffn(x), F.linear(gate * F.linear(x, ffn.w3.weight), ffn.w2.weight))
+
+
+@pytest.mark.parametrize(("cls", "activation"), GATES)
+def test_gated_ffn_has_cs336_names_and_layouts(cls, activation):
+    ffn = cls(32, 96)
+    assert {name: tuple(p.shape) for name, p in ffn.named_parameters()} == {
+        "w1.weight": (96, 32), "w2.weight": (32, 96), "w3.weight": (96, 32)}
+    assert cls(768, device="meta").d_ff == 2048  # Shazeer's d_ff for every GLU variant of T5-base
+
+
+@pytest.mark.parametrize(("cls", "activation"), [*GATES, pytest.param(FeedForward, None, id="two-matrix")])
+def test_hidden_is_what_w2_maps_down(cls, activation):
+    ffn = cls(12, 24)
+    x = torch.randn(3, 12)
+    assert ffn.hidden(x).shape == (3, 24)
+    assert_close(ffn(x), F.linear(ffn.hidden(x), ffn.w2.weight))
+
+
+def test_reglu_gate_closes_completely_and_geglu_does_not():
+    """Where W1 x < 0, ReGLU's hidden unit is exactly 0 (no gradient to w1 or w3); GEGLU's is not."""
+    torch.manual_seed(0)
+    x = torch.randn(64, 8)
+    reglu, geglu = ReGLU(8, 16), GEGLU(8, 16)
+    geglu.load_state_dict(reglu.state_dict())
+    closed = reglu.w1(x) < 0
+    assert closed.any()
+    assert (reglu.hidden(x)[closed] == 0).all()
+    assert (geglu.hidden(x)[closed] != 0).all()
+
+
+def test_the_gate_base_class_is_not_built_by_itself():
+    with pytest.raises(TypeError, match="base of SwiGLU, GEGLU, ReGLU and Bilinear"):
+        GatedFeedForward(8)
+
+
+@pytest.mark.parametrize("kind", FFN_KINDS)
+def test_transformer_block_takes_every_kind(kind):
+    torch.manual_seed(0)
+    block = TransformerBlock(16, 4, default_hidden_dim(kind, 16), max_seq_len=8, ffn=kind)
+    assert type(block.ffn) is dict(KIND_CLASSES)[kind]
+    x = torch.randn(2, 8, 16, requires_grad=True)
+    block(x).sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in block.ffn.parameters())

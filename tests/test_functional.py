@@ -134,3 +134,69 @@ def test_softmax_respects_the_dim_argument():
 def test_causal_mask_is_lower_triangular():
     expected = torch.tensor([[True, False, False], [True, True, False], [True, True, True]])
     assert torch.equal(functional.causal_mask(3), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@given(values=st.lists(st.floats(-50, 50, width=32), min_size=1, max_size=64))
+def test_gelu_matches_torch(dtype, values):
+    x = torch.tensor(values, dtype=dtype)
+    assert_close(functional.gelu(x), F.gelu(x))  # F.gelu's default is the exact (erf) GELU
+
+
+def test_gelu_is_x_times_the_normal_cdf():
+    x = torch.linspace(-5, 5, 101, dtype=torch.float64)
+    normal_cdf = torch.distributions.Normal(0.0, 1.0).cdf(x)
+    assert_close(functional.gelu(x), x * normal_cdf)
+
+
+def gated_reference(x, w1, w2, w3, activation):
+    """W2 (act(W1 x) ⊙ W3 x) from torch's own linear map and activations."""
+    gate = F.linear(x, w1)
+    return F.linear((gate if activation is None else activation(gate)) * F.linear(x, w3), w2)
+
+
+GATED_KERNELS = [
+    pytest.param(functional.swiglu, F.silu, id="swiglu"),
+    pytest.param(functional.geglu, F.gelu, id="geglu"),
+    pytest.param(functional.reglu, F.relu, id="reglu"),
+    pytest.param(functional.bilinear_glu, None, id="bilinear"),
+]
+
+
+@pytest.mark.parametrize(("kernel", "activation"), GATED_KERNELS)
+@given(lead=leading_dims, d_model=st.integers(1, 12), d_ff=st.integers(1, 24), seed=seeds)
+def test_gated_kernels_match_torch(kernel, activation, lead, d_model, d_ff, seed):
+    torch.manual_seed(seed)
+    x = torch.randn(*lead, d_model, dtype=torch.float64)
+    w1, w3 = torch.randn(d_ff, d_model, dtype=torch.float64), torch.randn(d_ff, d_model, dtype=torch.float64)
+    w2 = torch.randn(d_model, d_ff, dtype=torch.float64)
+    assert_close(kernel(x, w1, w2, w3), gated_reference(x, w1, w2, w3, activation))
+
+
+def test_gated_ffn_with_a_sigmoid_is_torchs_glu():
+    """Dauphin et al.'s GLU: F.glu halves its input into (value, gate) and returns value ⊙ σ(gate)."""
+    x = torch.randn(3, 5, 8, dtype=torch.float64)
+    w1, w3 = torch.randn(16, 8, dtype=torch.float64), torch.randn(16, 8, dtype=torch.float64)
+    w2 = torch.eye(16, dtype=torch.float64)  # identity: compare the hidden layers themselves
+    glu = F.glu(torch.cat([F.linear(x, w3), F.linear(x, w1)], dim=-1), dim=-1)  # (3, 5, 16)
+    assert_close(functional.gated_ffn(x, w1, w2, w3, torch.sigmoid), glu)
+
+
+@pytest.mark.parametrize("kernel", [functional.bilinear_glu, functional.reglu], ids=["bilinear", "reglu"])
+@given(scale=st.floats(0.1, 10.0), seed=seeds)
+def test_bilinear_and_reglu_are_quadratic_in_the_input(kernel, scale, seed):
+    """Both branches are (positively) homogeneous of degree 1, so their product has degree 2: f(cx) = c² f(x)."""
+    torch.manual_seed(seed)
+    x = torch.randn(4, 6, dtype=torch.float64)
+    w1, w3, w2 = (torch.randn(10, 6, dtype=torch.float64), torch.randn(10, 6, dtype=torch.float64),
+                  torch.randn(6, 10, dtype=torch.float64))
+    assert_close(kernel(scale * x, w1, w2, w3), scale**2 * kernel(x, w1, w2, w3))
+
+
+def test_bilinear_is_even_and_reglu_is_not():
+    """With no activation, f(−x) = f(x): the product of two odd functions. ReLU's gate breaks the symmetry."""
+    x = torch.randn(4, 6, dtype=torch.float64)
+    w1, w3, w2 = (torch.randn(10, 6, dtype=torch.float64), torch.randn(10, 6, dtype=torch.float64),
+                  torch.randn(6, 10, dtype=torch.float64))
+    assert_close(functional.bilinear_glu(-x, w1, w2, w3), functional.bilinear_glu(x, w1, w2, w3))
+    assert not torch.allclose(functional.reglu(-x, w1, w2, w3), functional.reglu(x, w1, w2, w3))
