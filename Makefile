@@ -8,6 +8,7 @@ PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 SOLUTION_NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+EXERCISE_NOTEBOOKS := $(sort $(wildcard notebooks/exercises/[0-9][0-9]_*.ipynb))
 
 .PHONY: setup lab test lint unit nbval exercises-verify browser figures notebooks \
         exercises check grade bench site demo experiments experiment clean
@@ -33,8 +34,9 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q tests --ignore=tests/browser -p no:cacheprovider
 
+## The solution notebooks, and the exercise notebooks as a learner first runs them (every exercise not done).
 nbval: $(STAMP)
-	$(BIN)/pytest -q $(NBVAL) -n 2 --dist loadfile $(SOLUTION_NOTEBOOKS)
+	$(BIN)/pytest -q $(NBVAL) -n 2 --dist loadfile $(SOLUTION_NOTEBOOKS) $(EXERCISE_NOTEBOOKS)
 
 exercises-verify: $(STAMP)
 	$(PY) -m prenorm_lib.exercises verify

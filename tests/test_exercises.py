@@ -177,8 +177,16 @@ def test_build_writes_placeholders_and_drops_unearned_outputs(course: Path):
     assert by_id["ex2"].source == (  # a top-level region: running the unfilled cell raises nothing
         "# Exercise 1.3: predict fp16 overflow\n# YOUR CODE HERE\nsquare_in_fp16 = ...\nnorm_without_upcast = ..."
     )
-    for cell_id in ("ex1", "check1", "ex2", "check2"):  # no "passed" line under an unfilled stub
-        assert by_id[cell_id].outputs == [] and by_id[cell_id].execution_count is None
+    solution_by_id = {c.id: c for c in solution.cells}
+    for cell_id in ("ex1", "ex2"):  # a stub prints nothing
+        assert by_id[cell_id].outputs == []
+    # under each check: what an unfilled Run All prints there, never a "passed" line
+    assert [o.text for o in by_id["check1"].outputs] == [
+        "Exercise 1.1 is not done yet — fill in `my_rms_norm` above\n"]
+    assert [o.text for o in by_id["check2"].outputs] == [
+        "Exercise 1.3 is not done yet — replace each `...` in the exercise cell above with your answer\n"]
+    for cell_id in ("ex1", "check1", "ex2", "check2"):  # counts as in a top-to-bottom run
+        assert by_id[cell_id].execution_count == solution_by_id[cell_id].execution_count
     assert by_id["after"].outputs == solution.cells[6].outputs  # the course's own outputs stay
     assert by_id["address"].source == "print(id(object()))"  # nbval comments become tags
     assert by_id["address"].metadata["tags"] == ["nbval-ignore-output"]
@@ -287,7 +295,8 @@ def test_every_course_check_cell_is_gradable():
         built, _ = exercise_notebook(nb, path.name)
         for exercise in exercises:
             built_cells = {c.id: c for c in built.cells}
-            assert built_cells[exercise.checker_cell_id].outputs == []
+            [line] = [output.text for output in built_cells[exercise.checker_cell_id].outputs]
+            assert line.startswith(f"Exercise {exercise.id} is not done yet — ") and "passed" not in line
             assert "raise NotImplementedError" in built_cells[exercise.cell_id].source or \
                 " = ..." in built_cells[exercise.cell_id].source
         assert not any("NBVAL_" in c.source for c in built.cells)

@@ -48,7 +48,7 @@ import torch
 
 __all__ = [
     "Hint", "NotDone", "call_learner", "describe", "exercise", "expect", "expect_choice", "expect_close",
-    "passed", "probe", "refuse_library_calls", "refuse_library_object",
+    "passed", "probe", "refuse_library_calls", "refuse_library_object", "todo",
 ]
 
 
@@ -417,7 +417,7 @@ def expect_choice(
 # --- the checkers a notebook calls -----------------------------------------------------------
 
 
-def _todo(args: Iterable[Any]) -> str:
+def todo(args: Iterable[Any]) -> str:
     """What the learner still has to do, for the not-done line."""
     args = list(args)
     if any(a is Ellipsis for a in args):
@@ -445,11 +445,11 @@ def exercise(exercise_id: str, *, graded_with_key: Callable[..., None] | None = 
         def run(*args: Any, **kwargs: Any) -> None:
             values = (*args, *(v for k, v in kwargs.items() if k != "key"))
             if any(value is Ellipsis for value in values):
-                raise NotDone(exercise_id, _todo(values))
+                raise NotDone(exercise_id, todo(values))
             try:
                 return check(*args, **kwargs)
             except NotDone as exc:
-                raise NotDone(exercise_id, _todo(values)) from exc.__cause__
+                raise NotDone(exercise_id, todo(values)) from exc.__cause__
 
         return run
 

@@ -4,9 +4,11 @@ Three things change; cells, ids and every other stored output stay as the soluti
 run left them (the figures and printed checks a learner reads before running):
 
 * each solution region becomes a placeholder (see :mod:`markers`);
-* the exercise cells and their check cells lose their stored outputs and execution
-  counts: a "passed" line under an unfilled stub would be an output the learner's code
-  has not earned;
+* the exercise cells and their check cells store what running the *unfilled* notebook
+  prints there: nothing under a stub, and under each check the one line "Exercise 1.1 is
+  not done yet — fill in `my_rms_norm` above". A "passed" line under an unfilled stub
+  would be an output the learner's code has not earned. ``make nbval`` runs the exercise
+  notebooks too, which proves these outputs are what a fresh Run All gives;
 * ``# NBVAL_...`` comment lines become cell tags (learners never see them).
 
 Output is written exactly as JupyterLab writes (nbformat, indent 1, trailing
@@ -22,9 +24,13 @@ from pathlib import Path
 
 import nbformat
 
+from prenorm_lib.checks.core import NotDone, todo
 from prenorm_lib.exercises.markers import (
+    VALUE_PLACEHOLDER_RE,
+    CheckCall,
     Exercise,
     NotebookError,
+    check_calls,
     exercise_header,
     has_placeholder,
     markers_to_tags,
@@ -53,21 +59,45 @@ def write_notebook(nb: nbformat.NotebookNode, path: Path) -> None:
         nbformat.write(nb, f)
 
 
+def not_done_line(exercise: Exercise, call: CheckCall, scaffold: str) -> str:
+    """What the check cell prints when the learner has not touched the exercise yet.
+
+    The check cell hands the checker the names the exercise cell defines: functions and
+    classes whose body is still ``raise NotImplementedError`` and answers still ``...``.
+    The line comes from the checkers' own wording (``checks.core``), given stand-ins
+    for those names.
+    """
+    placeholders = {m.group(1) for line in scaffold.split("\n") if (m := VALUE_PLACEHOLDER_RE.match(line))}
+
+    def stand_in(name: str):
+        if name in placeholders:
+            return ...
+        function = lambda: None  # only its name is read
+        function.__name__ = name
+        return function
+
+    return f"{NotDone(exercise.id, todo(stand_in(name) for name in call.learner_names))}\n"
+
+
 def exercise_notebook(
     solution: nbformat.NotebookNode, name: str
 ) -> tuple[nbformat.NotebookNode, list[Exercise]]:
     """The exercise version of one solution notebook, and its exercises."""
     exercises = validate_solution(solution, name)
+    calls = check_calls(solution, exercises, name)
     by_cell = {e.cell_id: e for e in exercises}
-    unearned = by_cell.keys() | {e.checker_cell_id for e in exercises}
+    by_checker = {e.checker_cell_id: e for e in exercises}
     nb = copy.deepcopy(solution)
+    scaffolds = {}
     for cell in nb.cells:
         exercise = by_cell.get(cell.id)
         if exercise is not None:
-            cell.source = scaffold_source(cell.source, exercise.id, exercise.title)
-        if cell.id in unearned:
-            cell.outputs, cell.execution_count = [], None
-            cell.metadata.pop("execution", None)
+            cell.source = scaffolds[exercise.id] = scaffold_source(cell.source, exercise.id, exercise.title)
+            cell.outputs = []  # a stub defines names and prints nothing
+        exercise = by_checker.get(cell.id)
+        if exercise is not None:
+            line = not_done_line(exercise, calls[exercise.id], scaffolds[exercise.id])
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=line)]
         markers_to_tags(cell)
     return nb, exercises
 
