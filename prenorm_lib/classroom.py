@@ -1,13 +1,30 @@
-"""Classroom mode: one notebook as a Voilà dashboard of headings, sliders and plots.
+"""Classroom mode: one notebook as a Voilà dashboard for a projector.
 
     python -m prenorm_lib.classroom 03        # = make demo NB=03
 
-Projected in a classroom, a notebook's printed checks and prose are noise; the pictures
-and the sliders are the show. :func:`dashboard` derives that view from a course notebook
-without touching it: every code cell still runs (later cells need what earlier ones
-define), but a cell whose stored outputs hold no picture and no widget runs under
-``%%capture``, so it shows nothing; markdown cells shrink to their headings. Voilà then
-hides all code.
+Projected in a classroom, a notebook's code and printed checks are noise; the pictures,
+the sliders and the conclusions are the show. :func:`dashboard` derives that view from a
+course notebook without touching it. Every code cell still runs (later cells need what
+earlier ones define), and what a cell *shows* follows these rules:
+
+* a code cell whose stored outputs hold a picture or a widget (a LiveFigure, an
+  ``interact``) shows its pictures and widgets; its printed text is captured;
+* any other code cell runs silently;
+* a markdown cell shrinks to its headings and its tables (the verdict tables);
+* a heading with nothing shown under it (before the next heading of its level) is left out.
+
+Notebook authors mark the rest with cell tags, which learners never see:
+
+* ``classroom`` keeps a cell whole: a markdown cell's prose (a takeaway, a summary), a
+  code cell's printed text as well as its pictures (a printed verdict);
+* ``classroom-hide`` keeps a cell off the screen (it still runs), e.g. a static copy of a
+  slider's picture.
+
+The page is served by Voilà with the ``classroom`` template
+(``classroom_assets/voila/templates/classroom``): large centred figures, readable text at
+1366×768, the notebook's title as the page title, nothing loaded from outside the server,
+and progressive rendering, so headings paint at once and each figure appears as soon as its
+cell has run.
 """
 
 from __future__ import annotations
@@ -22,8 +39,30 @@ from pathlib import Path
 import nbformat
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+# A Jupyter data folder holding voila/templates/classroom; Voilà finds it through JUPYTER_PATH.
+ASSETS = Path(__file__).with_name("classroom_assets")
+TEMPLATE = "classroom"
+
+KEEP_TAG = "classroom"
+HIDE_TAG = "classroom-hide"
 SHOWN_MIME_TYPES = ("image/png", "application/vnd.jupyter.widget-view+json")
-HEADING = re.compile(r"^#{1,3} .+$", re.MULTILINE)
+HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+TABLE_LINE = re.compile(r"^\s*\|")
+
+# Voilà options of the classroom view (used by `make demo` and by the browser tests).
+VOILA_OPTIONS = (
+    f"--template={TEMPLATE}",
+    "--theme=light",
+    # The page (title and headings) is sent at once; cells run from the page, and each
+    # output appears when its cell is done, instead of a spinner for the whole Run All.
+    "--VoilaConfiguration.progressive_rendering=True",
+    # The teacher runs the server on their own machine: a cell that fails says why.
+    "--VoilaConfiguration.show_tracebacks=True",
+)
+
+
+def tags(cell: nbformat.NotebookNode) -> set[str]:
+    return set(cell.get("metadata", {}).get("tags", []))
 
 
 def shows_picture_or_widget(cell: nbformat.NotebookNode) -> bool:
@@ -31,22 +70,91 @@ def shows_picture_or_widget(cell: nbformat.NotebookNode) -> bool:
     return any(mime in output.get("data", {}) for output in cell.get("outputs", []) for mime in SHOWN_MIME_TYPES)
 
 
+def title(notebook: nbformat.NotebookNode) -> str:
+    """The text of the notebook's first heading (the page title), or '' if it has none."""
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                match = HEADING.match(line)
+                if match:
+                    return match.group(2)
+    return ""
+
+
+def markdown_blocks(source: str) -> list[tuple[int, str]]:
+    """A markdown text as (heading level, line) for headings and (0, table) for tables."""
+    blocks: list[tuple[int, str]] = []
+    table: list[str] = []
+    fenced = False
+    for line in [*source.splitlines(), ""]:
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if not fenced and TABLE_LINE.match(line):
+            table.append(line)
+            continue
+        if table:
+            blocks.append((0, "\n".join(table)))
+            table = []
+        match = None if fenced else HEADING.match(line)
+        if match:
+            blocks.append((len(match.group(1)), line.strip()))
+    return blocks
+
+
+def _code_cell(cell: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, bool]:
+    """The cell as the classroom runs it, and whether it shows anything."""
+    cell_tags = tags(cell)
+    if KEEP_TAG in cell_tags and HIDE_TAG not in cell_tags:
+        return cell, True
+    if HIDE_TAG not in cell_tags and shows_picture_or_widget(cell):
+        cell.source = "%%capture --no-display\n" + cell.source  # pictures and widgets only
+        return cell, True
+    cell.source = "%%capture\n" + cell.source
+    return cell, False
+
+
 def dashboard(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """A copy of ``notebook`` that shows only headings, plots and sliders when run."""
+    """A copy of ``notebook`` that shows only what a classroom needs when run (see module doc)."""
     result = nbformat.from_dict(notebook)  # deep copy: the course notebook stays as it is
+    # The page as a list of items: (heading level, cell index, text), level 0 for content.
+    items: list[tuple[int, int, str | None]] = []
     cells = []
     for cell in result.cells:
-        if cell.cell_type == "markdown":
-            headings = HEADING.findall(cell.source)
-            if headings:
-                cell.source = "\n\n".join(headings)
-                cells.append(cell)
-        elif cell.cell_type == "code":
-            if not shows_picture_or_widget(cell):
-                cell.source = "%%capture\n" + cell.source
+        index = len(cells)
+        if cell.cell_type == "code":
+            cell, shown = _code_cell(cell)
             cells.append(cell)
-    result.cells = cells
+            if shown:
+                items.append((0, index, None))
+        elif cell.cell_type == "markdown" and HIDE_TAG not in tags(cell):
+            cells.append(cell)
+            if KEEP_TAG in tags(cell):
+                items.append((0, index, cell.source))
+            else:
+                items += [(level, index, text) for level, text in markdown_blocks(cell.source)]
+    kept = [item for position, item in enumerate(items) if _has_content_below(items, position)]
+    for position, cell in enumerate(cells):
+        if cell.cell_type == "markdown":
+            cell.source = "\n\n".join(text for _, index, text in kept if index == position)
+    result.cells = [cell for cell in cells if cell.cell_type == "code" or cell.source]
+    result.metadata["title"] = title(notebook) or result.metadata.get("title", "")
     return result
+
+
+def _has_content_below(items: list[tuple[int, int, str | None]], position: int) -> bool:
+    """Content is always kept; a heading only if content follows before its section ends.
+
+    The first heading (the notebook's title) is always kept.
+    """
+    level = items[position][0]
+    if level == 0 or position == 0:
+        return True
+    for following, _, _ in items[position + 1:]:
+        if following == 0:
+            return True
+        if following <= level:
+            return False
+    return False
 
 
 def find_notebook(number: str, folder: Path = NOTEBOOKS) -> Path:
@@ -65,6 +173,19 @@ def write_dashboard(source: Path, folder: Path) -> Path:
     return target
 
 
+def voila_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) with the classroom template on JUPYTER_PATH."""
+    env = dict(os.environ if base is None else base)
+    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(ASSETS), env.get("JUPYTER_PATH", "")]))
+    return env
+
+
+def voila_command(target: str, *extra: str) -> list[str]:
+    """The Voilà command line that serves ``target`` (a notebook or a folder) as the classroom view."""
+    voila = Path(sys.executable).with_name("voila")
+    return [str(voila), target, *VOILA_OPTIONS, *extra]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m prenorm_lib.classroom", description=__doc__.split("\n")[0])
     parser.add_argument("number", help="the notebook's number, e.g. 03")
@@ -76,10 +197,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(error))
     folder = Path(tempfile.mkdtemp(prefix="prenorm-demo-"))
     notebook = write_dashboard(source, folder)
-    voila = Path(sys.executable).with_name("voila")
-    print(f"classroom view of {source.name}: headings, sliders and plots (Ctrl+C to stop)")
+    command = voila_command(notebook.name, *args.voila_args)
+    print(f"classroom view of {source.name}: figures, sliders and conclusions (Ctrl+C to stop)")
     os.chdir(folder)
-    os.execv(voila, [str(voila), notebook.name, *args.voila_args])
+    os.execve(command[0], command, voila_environment())
 
 
 if __name__ == "__main__":

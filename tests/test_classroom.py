@@ -1,4 +1,7 @@
-"""The classroom view keeps headings, plots and sliders, and hides everything else."""
+"""The classroom view keeps figures, sliders and conclusions, and hides everything else."""
+
+import json
+import os
 
 import nbformat
 import pytest
@@ -10,46 +13,120 @@ def notebook(*cells):
     return nbformat.v4.new_notebook(cells=list(cells))
 
 
-def code(source, *outputs):
-    cell = nbformat.v4.new_code_cell(source)
+def code(source, *outputs, tags=()):
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": list(tags)} if tags else {})
     cell.outputs = [nbformat.from_dict(o) for o in outputs]
     return cell
+
+
+def markdown(source, tags=()):
+    return nbformat.v4.new_markdown_cell(source, metadata={"tags": list(tags)} if tags else {})
 
 
 PNG = {"output_type": "display_data", "data": {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}, "metadata": {}}
 WIDGET = {"output_type": "display_data", "metadata": {},
           "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2,
                                                                 "version_minor": 0}}}
+LIVE_FIGURE = {"output_type": "execute_result", "execution_count": 1, "metadata": {},
+               "data": {**WIDGET["data"], **PNG["data"], "text/plain": "a sine wave (slider: a)"}}
 TEXT = {"output_type": "stream", "name": "stdout", "text": "max |diff| < 1e-6: True\n"}
 
 
-def test_text_cells_run_captured_and_pictures_stay():
-    source = notebook(code("x = 1\nprint(x)", TEXT), code("plot()", PNG), code("interact(f)", WIDGET), code("y = 2"))
-    cells = classroom.dashboard(source).cells
-    assert [c.source.startswith("%%capture\n") for c in cells] == [True, False, False, True]
-    assert cells[0].source == "%%capture\nx = 1\nprint(x)"  # still runs: later cells may need x
+def shown(view):
+    """The cells of a classroom view as (kind, what it shows) pairs."""
+    result = []
+    for cell in view.cells:
+        if cell.cell_type == "markdown":
+            result.append(("md", cell.source))
+        elif cell.source.startswith("%%capture --no-display\n"):
+            result.append(("pictures", cell.source.removeprefix("%%capture --no-display\n")))
+        elif cell.source.startswith("%%capture\n"):
+            result.append(("silent", cell.source.removeprefix("%%capture\n")))
+        else:
+            result.append(("all", cell.source))
+    return result
 
 
-def test_markdown_shrinks_to_its_headings_and_plain_prose_goes():
-    source = notebook(nbformat.v4.new_markdown_cell("# Title\n\nWhy this matters.\n\n## Part 1\ntext"),
-                      nbformat.v4.new_markdown_cell("Only prose, no heading."))
-    cells = classroom.dashboard(source).cells
-    assert [c.source for c in cells] == ["# Title\n\n## Part 1"]
+def test_code_cells_all_run_and_show_only_pictures_and_widgets():
+    source = notebook(code("x = 1\nprint(x)", TEXT), code("plot()", PNG, TEXT), code("interact(f)", WIDGET),
+                      code("live", LIVE_FIGURE), code("y = 2"))
+    assert shown(classroom.dashboard(source)) == [
+        ("silent", "x = 1\nprint(x)"),  # still runs: later cells may need x
+        ("pictures", "plot()"),  # its printed text is captured
+        ("pictures", "interact(f)"),
+        ("pictures", "live"),
+        ("silent", "y = 2"),
+    ]
+
+
+def test_tags_keep_a_cell_whole_or_keep_it_off_screen():
+    source = notebook(
+        markdown("# Title"),
+        code("print(verdict)", TEXT, tags=["classroom"]),
+        code("plot()", PNG, tags=["classroom-hide"]),
+        markdown("**Takeaway.** Pre-norm trains without warmup.", tags=["classroom"]),
+        markdown("## Hidden section\n\nwith a table\n\n| a | b |\n|---|---|\n| 1 | 2 |", tags=["classroom-hide"]),
+    )
+    assert shown(classroom.dashboard(source)) == [
+        ("md", "# Title"), ("all", "print(verdict)"), ("silent", "plot()"),
+        ("md", "**Takeaway.** Pre-norm trains without warmup."),
+    ]
+
+
+def test_markdown_keeps_headings_with_something_under_them_and_tables():
+    source = notebook(
+        markdown("# Title\n\nWhy this matters.\n\n## Empty part\n\nprose only"),
+        markdown("## Part with a figure\n\nprose\n\n### Its subsection\n\ntext"),
+        code("plot()", PNG),
+        markdown("### A subsection with nothing shown"),
+        markdown("## Verdicts\n\n| claim | verdict |\n|---|---|\n| $x$ | **holds** |\n\nprose after"),
+        markdown("```python\n# not a heading\n| not a table\n```"),
+        markdown("Only prose, no heading."),
+    )
+    assert shown(classroom.dashboard(source)) == [
+        ("md", "# Title"),
+        ("md", "## Part with a figure\n\n### Its subsection"),
+        ("pictures", "plot()"),
+        ("md", "## Verdicts\n\n| claim | verdict |\n|---|---|\n| $x$ | **holds** |"),
+    ]
+
+
+def test_the_page_is_titled_by_the_first_heading():
+    source = notebook(markdown("Some words first.\n\n# 3 · RoPE: watching positions rotate  \n\ntext"))
+    assert classroom.dashboard(source).metadata["title"] == "3 · RoPE: watching positions rotate"
 
 
 def test_the_course_notebook_is_not_modified():
-    source = notebook(code("print(1)", TEXT))
+    source = notebook(code("print(1)", TEXT), markdown("# A\n\ntext"))
+    before = json.dumps(source, sort_keys=True)
     classroom.dashboard(source)
-    assert source.cells[0].source == "print(1)"
+    assert json.dumps(source, sort_keys=True) == before
 
 
 @pytest.mark.parametrize("number", ["01", "02", "03", "04"])
-def test_every_course_notebook_keeps_its_sliders_and_plots(number):
+def test_every_course_notebook_keeps_its_title_sliders_and_plots(number):
     original = nbformat.read(classroom.find_notebook(number), as_version=4)
     view = classroom.dashboard(original)
-    shown = [c for c in view.cells if c.cell_type == "code" and not c.source.startswith("%%capture")]
-    assert shown, f"notebook {number} would show nothing in class"
-    assert sum(classroom.shows_picture_or_widget(c) for c in original.cells if c.cell_type == "code") == len(shown)
+    pictures = [c for c in view.cells if c.cell_type == "code" and not c.source.startswith("%%capture\n")]
+    expected = [c for c in original.cells if c.cell_type == "code"
+                and (classroom.shows_picture_or_widget(c) or classroom.KEEP_TAG in classroom.tags(c))
+                and classroom.HIDE_TAG not in classroom.tags(c)]
+    assert pictures and len(pictures) == len(expected), f"notebook {number} would show {len(pictures)} cells"
+    assert view.metadata["title"] and view.metadata["title"] == classroom.title(original)
+    assert view.cells[0].source.startswith("# "), "the title heading comes first"
+
+
+def test_voila_finds_the_classroom_template():
+    env = classroom.voila_environment({"JUPYTER_PATH": "elsewhere"})
+    first, *rest = env["JUPYTER_PATH"].split(os.pathsep)
+    template = classroom.ASSETS / "voila" / "templates" / classroom.TEMPLATE
+    assert first == str(classroom.ASSETS) and rest == ["elsewhere"]
+    assert json.loads((template / "conf.json").read_text()) == {"base_template": "lab"}
+    assert (template / "index.html.j2").exists()
+    command = classroom.voila_command("03_rope.ipynb", "--port=1")
+    assert command[1] == "03_rope.ipynb" and command[-1] == "--port=1"
+    assert f"--template={classroom.TEMPLATE}" in command
+    assert "--VoilaConfiguration.progressive_rendering=True" in command
 
 
 def test_unknown_number_names_the_choices():
