@@ -9,6 +9,9 @@ earlier ones define), and what a cell *shows* follows these rules:
 
 * a code cell whose stored outputs hold a picture or a widget (a LiveFigure, an
   ``interact``) shows its pictures and widgets; its printed text is captured;
+* a cell whose every picture is a stored copy of what a slider showed (the same PNG
+  bytes: a static copy kept for the site and for nbval) runs silently, since the slider
+  shows that picture live;
 * any other code cell runs silently;
 * a markdown cell shrinks to its headings and its tables (the verdict tables);
 * a heading with nothing shown under it (before the next heading of its level) is left out.
@@ -45,7 +48,9 @@ TEMPLATE = "classroom"
 
 KEEP_TAG = "classroom"
 HIDE_TAG = "classroom-hide"
-SHOWN_MIME_TYPES = ("image/png", "application/vnd.jupyter.widget-view+json")
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+SHOWN_MIME_TYPES = ("image/png", WIDGET_VIEW)
 HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 TABLE_LINE = re.compile(r"^\s*\|")
 
@@ -58,6 +63,11 @@ VOILA_OPTIONS = (
     "--VoilaConfiguration.progressive_rendering=True",
     # The teacher runs the server on their own machine: a cell that fails says why.
     "--VoilaConfiguration.show_tracebacks=True",
+    # A page left before it finished loading cannot shut its kernel down (the template
+    # does it for a loaded page): stop kernels that no page has been connected to for
+    # 10 minutes, checked every minute. A page that stays open keeps its kernel.
+    "--MappingKernelManager.cull_idle_timeout=600",
+    "--MappingKernelManager.cull_interval=60",
 )
 
 
@@ -101,12 +111,34 @@ def markdown_blocks(source: str) -> list[tuple[int, str]]:
     return blocks
 
 
-def _code_cell(cell: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, bool]:
+def slider_pictures(notebook: nbformat.NotebookNode) -> set[str]:
+    """The PNGs (base64) that the notebook's widgets showed when it was executed: a
+    LiveFigure's first frame, and the plots captured in an ``interact``'s Output widget."""
+    pictures = set()
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if WIDGET_VIEW in output.get("data", {}) and "image/png" in output.data:
+                pictures.add(output.data["image/png"])
+    for model in notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {}).values():
+        for output in model.get("state", {}).get("outputs", []) if model.get("model_name") == "OutputModel" else []:
+            if "image/png" in output.get("data", {}):
+                pictures.add(output["data"]["image/png"])
+    return pictures
+
+
+def repeats_a_slider(cell: nbformat.NotebookNode, pictures: set[str]) -> bool:
+    """True if every picture the cell stored is one a slider showed, and it has no widget."""
+    data = [output.get("data", {}) for output in cell.get("outputs", [])]
+    shown = [item["image/png"] for item in data if "image/png" in item]
+    return bool(shown) and all(png in pictures for png in shown) and not any(WIDGET_VIEW in item for item in data)
+
+
+def _code_cell(cell: nbformat.NotebookNode, pictures: set[str]) -> tuple[nbformat.NotebookNode, bool]:
     """The cell as the classroom runs it, and whether it shows anything."""
     cell_tags = tags(cell)
     if KEEP_TAG in cell_tags and HIDE_TAG not in cell_tags:
         return cell, True
-    if HIDE_TAG not in cell_tags and shows_picture_or_widget(cell):
+    if HIDE_TAG not in cell_tags and shows_picture_or_widget(cell) and not repeats_a_slider(cell, pictures):
         cell.source = "%%capture --no-display\n" + cell.source  # pictures and widgets only
         return cell, True
     cell.source = "%%capture\n" + cell.source
@@ -119,10 +151,11 @@ def dashboard(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     # The page as a list of items: (heading level, cell index, text), level 0 for content.
     items: list[tuple[int, int, str | None]] = []
     cells = []
+    pictures = slider_pictures(result)
     for cell in result.cells:
         index = len(cells)
         if cell.cell_type == "code":
-            cell, shown = _code_cell(cell)
+            cell, shown = _code_cell(cell, pictures)
             cells.append(cell)
             if shown:
                 items.append((0, index, None))

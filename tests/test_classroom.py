@@ -28,7 +28,7 @@ WIDGET = {"output_type": "display_data", "metadata": {},
           "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2,
                                                                 "version_minor": 0}}}
 LIVE_FIGURE = {"output_type": "execute_result", "execution_count": 1, "metadata": {},
-               "data": {**WIDGET["data"], **PNG["data"], "text/plain": "a sine wave (slider: a)"}}
+               "data": {**WIDGET["data"], "image/png": "iVBORw0KGgoFRAME=", "text/plain": "a sine wave (slider: a)"}}
 TEXT = {"output_type": "stream", "name": "stdout", "text": "max |diff| < 1e-6: True\n"}
 
 
@@ -57,6 +57,21 @@ def test_code_cells_all_run_and_show_only_pictures_and_widgets():
         ("pictures", "live"),
         ("silent", "y = 2"),
     ]
+
+
+def test_a_stored_copy_of_a_slider_picture_runs_silently():
+    interact_plot = {"output_type": "display_data", "data": {"image/png": "SLIDER=", "text/plain": "<Figure>"},
+                     "metadata": {}}
+    first_frame = {**LIVE_FIGURE, "data": {**LIVE_FIGURE["data"], "image/png": "FRAME="}}
+    source = notebook(
+        code("interact(show, beta=beta)", WIDGET), code("show(1.0)", interact_plot),
+        code("live", first_frame), code("display(Image(live.frame()))", {**PNG, "data": {"image/png": "FRAME="}}),
+        code("plot()", PNG),
+    )
+    source.metadata["widgets"] = {classroom.WIDGET_STATE: {"state": {
+        "abc": {"model_name": "OutputModel", "state": {"outputs": [interact_plot]}}}}}
+    assert [kind for kind, _ in shown(classroom.dashboard(source))] == [
+        "pictures", "silent", "pictures", "silent", "pictures"]
 
 
 def test_tags_keep_a_cell_whole_or_keep_it_off_screen():
@@ -108,9 +123,10 @@ def test_every_course_notebook_keeps_its_title_sliders_and_plots(number):
     original = nbformat.read(classroom.find_notebook(number), as_version=4)
     view = classroom.dashboard(original)
     pictures = [c for c in view.cells if c.cell_type == "code" and not c.source.startswith("%%capture\n")]
+    copies = classroom.slider_pictures(original)
     expected = [c for c in original.cells if c.cell_type == "code"
                 and (classroom.shows_picture_or_widget(c) or classroom.KEEP_TAG in classroom.tags(c))
-                and classroom.HIDE_TAG not in classroom.tags(c)]
+                and classroom.HIDE_TAG not in classroom.tags(c) and not classroom.repeats_a_slider(c, copies)]
     assert pictures and len(pictures) == len(expected), f"notebook {number} would show {len(pictures)} cells"
     assert view.metadata["title"] and view.metadata["title"] == classroom.title(original)
     assert view.cells[0].source.startswith("# "), "the title heading comes first"

@@ -99,10 +99,11 @@ KNOWN_VOILA_WARNING = re.compile(
 
 # Installed into every page (BrowserContext.add_init_script); active on Voilà pages only.
 # Records, on the browser's clock (ms since navigation started), when the first notebook
-# content (a heading, an output) and the first figure were drawn.
+# content (a heading, an output) and the first figure were drawn, and whether Voilà's
+# per-cell placeholders have appeared yet (before they do, "none pending" means nothing).
 PAINT_SCRIPT = """
 window.__prenormPaint = (() => {
-  const marks = { content: null, figure: null };
+  const marks = { content: null, figure: null, placeholders: false };
   const drawn = (e) => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
   const onScreen = (e) => drawn(e) && e.getBoundingClientRect().top < window.innerHeight;
   const look = () => {
@@ -112,9 +113,14 @@ window.__prenormPaint = (() => {
         '.jp-Cell .jp-RenderedMarkdown, .jp-Cell .jp-OutputArea-output')].some(onScreen)) marks.content = now;
     if (marks.figure === null && [...document.querySelectorAll('.jp-OutputArea-output img')]
         .some((img) => img.complete && img.naturalWidth > 0 && drawn(img))) marks.figure = now;
-    if (marks.content === null || marks.figure === null) requestAnimationFrame(look);
+    marks.placeholders = marks.placeholders || document.querySelector('.voila-skeleton-container') !== null;
+    if (marks.content === null || marks.figure === null || !marks.placeholders) requestAnimationFrame(look);
   };
   requestAnimationFrame(look);
+  new MutationObserver((records, observer) => {
+    if (document.body && !document.body.hasAttribute('data-voila')) observer.disconnect();
+    else if (document.querySelector('.voila-skeleton-container')) { marks.placeholders = true; observer.disconnect(); }
+  }).observe(document, { childList: true, subtree: true });
   return marks;
 })();
 """
@@ -132,7 +138,7 @@ def wait_until_all_cells_ran(page: Page, timeout_ms: float) -> float:
     """Wait until no Voilà cell is pending; returns ms since navigation."""
     try:
         page.wait_for_function(
-            "(pending) => document.querySelector('[cell-index]') !== null && !document.querySelector(pending)",
+            "(pending) => window.__prenormPaint.placeholders && !document.querySelector(pending)",
             arg=PENDING_CELL, polling=200, timeout=timeout_ms,
         )
     except PlaywrightTimeoutError:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import urllib.error
 import urllib.request
@@ -25,6 +26,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import nbformat
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from prenorm_lib import classroom
 
@@ -49,9 +51,10 @@ def open_classroom(page, server, name: str, artifacts: Path, query: str = "") ->
     try:
         painted = checks.first_paint_ms(page, timeout_ms=ALL_CELLS_TIMEOUT_MS)
         done = checks.wait_until_all_cells_ran(page, timeout_ms=ALL_CELLS_TIMEOUT_MS)
-    except AssertionError:
+    except (AssertionError, PlaywrightTimeoutError) as error:
         page.screenshot(path=artifacts / f"demo_{Path(name).stem}_timed_out.png")
-        raise
+        shutil.copy2(server.log_path, artifacts / f"demo_{Path(name).stem}_timed_out_voila.log")
+        raise AssertionError(f"{name}: {error}\nVoilà's log:\n{server.log_tail(60)}") from None
     page.wait_for_timeout(SETTLE_MS)
     figure = page.evaluate("() => window.__prenormPaint.figure")
     kernel = json.loads(page.locator("#jupyter-config-data").text_content())["kernelId"]
@@ -71,7 +74,12 @@ def kernel_running(server, kernel: str) -> bool:
 
 
 def leave(page, server, kernel: str, timeout_s: float = 15.0) -> bool:
-    """Leave the page as a teacher would (reload, close); True if its kernel was shut down."""
+    """Leave the loaded page as a teacher would (reload, close); True if its kernel was shut down.
+
+    (A page left while still loading runs no handler; Voilà culls that kernel later.)
+    """
+    page.wait_for_function("() => document.readyState === 'complete'", timeout=60_000)
+    page.unroute("**/*")  # a request routed through Playwright dies with the page it left
     page.goto("about:blank")
     deadline = time.monotonic() + timeout_s
     while kernel_running(server, kernel):
