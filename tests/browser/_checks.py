@@ -8,9 +8,9 @@ Shared by the static site, JupyterLab and Voilà tests.
 from __future__ import annotations
 
 import re
+import time
 
 from playwright.sync_api import Page
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 # In JupyterLab 4 and Voilà 0.5 a traceback renders as a stderr output, like a warning;
 # `…/vnd.jupyter.error` matches nothing there. Either one in a course notebook is a bug.
@@ -134,19 +134,26 @@ def first_paint_ms(page: Page, timeout_ms: float) -> float:
     return page.evaluate("() => window.__prenormPaint.content")
 
 
-def wait_until_all_cells_ran(page: Page, timeout_ms: float) -> float:
-    """Wait until no Voilà cell is pending; returns ms since navigation."""
-    try:
-        page.wait_for_function(
-            "(pending) => window.__prenormPaint.placeholders && !document.querySelector(pending)",
-            arg=PENDING_CELL, polling=200, timeout=timeout_ms,
-        )
-    except PlaywrightTimeoutError:
-        pending = page.evaluate(
-            "(pending) => [...document.querySelectorAll(pending)].map((e) => e.closest('[cell-index]')"
-            "?.getAttribute('cell-index'))", PENDING_CELL)
-        raise AssertionError(f"cells still pending after {timeout_ms / 1000:.0f} s (cell-index): {pending}") from None
-    return page.evaluate("() => performance.now()")
+def wait_until_all_cells_ran(page: Page, stall_ms: float, timeout_ms: float) -> float:
+    """Wait until no Voilà cell is pending; returns ms since navigation.
+
+    Fails when no cell finished for `stall_ms` (a stuck page), or after `timeout_ms`.
+    """
+    pending_js = ("(pending) => window.__prenormPaint.placeholders ? [...document.querySelectorAll(pending)]"
+                  ".map((e) => e.closest('[cell-index]')?.getAttribute('cell-index')) : null")
+    started = last_change = time.monotonic()
+    last = None
+    while True:
+        pending = page.evaluate(pending_js, PENDING_CELL)
+        now = time.monotonic()
+        if pending == []:
+            return page.evaluate("() => performance.now()")
+        if pending != last:
+            last, last_change = pending, now
+        if now - last_change > stall_ms / 1000 or now - started > timeout_ms / 1000:
+            raise AssertionError(f"no cell finished for {now - last_change:.0f} s ({now - started:.0f} s in all); "
+                                 f"pending (cell-index): {pending}")
+        page.wait_for_timeout(250)
 
 
 def wait_for_mathjax(page: Page, timeout_ms: float = 60_000) -> None:
