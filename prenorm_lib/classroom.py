@@ -7,8 +7,9 @@ the sliders and the conclusions are the show. :func:`dashboard` derives that vie
 course notebook without touching it. Every code cell still runs (later cells need what
 earlier ones define), and what a cell *shows* follows these rules:
 
-* a code cell whose stored outputs hold a picture or a widget (a LiveFigure, an
-  ``interact``) shows its pictures and widgets; its printed text is captured;
+* a code cell whose stored outputs hold a picture or a figure's widget (a LiveFigure, an
+  ``interact``) shows its pictures and those widgets; its printed text, progress bars and
+  other displays are hidden;
 * a cell whose every picture is a stored copy of what a slider showed (the same PNG
   bytes: a static copy kept for the site and for nbval) runs silently, since the slider
   shows that picture live;
@@ -23,6 +24,11 @@ Notebook authors mark the rest with cell tags, which learners never see:
 * ``classroom-hide`` keeps a cell off the screen (it still runs), e.g. a static copy of a
   slider's picture.
 
+The rules run inside the kernel as the cell magic ``%%classroom_view pictures`` (or
+``silent``), which the dashboard's first cell loads (``%load_ext prenorm_lib.classroom``).
+Unlike ``%%capture`` it filters displays instead of replacing IPython's display publisher,
+so code that enters an ``ipywidgets.Output`` (a LiveFigure moved with ``.set()``) still runs.
+
 The page is served by Voilà with the ``classroom`` template
 (``classroom_assets/voila/templates/classroom``): large centred figures, readable text at
 1366×768, the notebook's title as the page title, nothing loaded from outside the server,
@@ -33,10 +39,13 @@ cell has run.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import nbformat
@@ -50,7 +59,11 @@ KEEP_TAG = "classroom"
 HIDE_TAG = "classroom-hide"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-SHOWN_MIME_TYPES = ("image/png", WIDGET_VIEW)
+PICTURE_MIME_TYPES = ("image/png", "image/jpeg", "image/svg+xml")
+# Widgets that carry a figure or move one: a LiveFigure (an Image), an interact (an Output), sliders.
+FIGURE_WIDGET_MODELS = ("ImageModel", "OutputModel")
+MAGIC = "classroom_view"
+LOAD_EXTENSION = f"%load_ext {__name__}"
 HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 TABLE_LINE = re.compile(r"^\s*\|")
 
@@ -75,9 +88,40 @@ def tags(cell: nbformat.NotebookNode) -> set[str]:
     return set(cell.get("metadata", {}).get("tags", []))
 
 
-def shows_picture_or_widget(cell: nbformat.NotebookNode) -> bool:
-    """True if the cell's stored outputs contain a PNG or a widget view."""
-    return any(mime in output.get("data", {}) for output in cell.get("outputs", []) for mime in SHOWN_MIME_TYPES)
+def _stored_widget_shows_a_figure(model_id: str, models: dict) -> bool:
+    """Whether the stored widget `model_id` holds a figure or a slider (a progress bar does not).
+
+    Without stored widget state nothing is known, and the widget counts as a figure."""
+    if not models:
+        return True
+    stack, seen = [model_id], set()
+    while stack:
+        model = models.get(stack.pop(), {})
+        name = model.get("model_name", "")
+        if name in FIGURE_WIDGET_MODELS or name.endswith("SliderModel"):
+            return True
+        for child in model.get("state", {}).get("children", []):
+            child_id = str(child).removeprefix("IPY_MODEL_")
+            if child_id not in seen:
+                seen.add(child_id)
+                stack.append(child_id)
+    return False
+
+
+def widget_models(notebook: nbformat.NotebookNode) -> dict:
+    """The widget models stored with the notebook, by id (empty if none were saved)."""
+    return notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+
+
+def shows_picture_or_widget(cell: nbformat.NotebookNode, models: dict | None = None) -> bool:
+    """True if the cell's stored outputs contain a picture, or a widget that holds a figure."""
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        if any(mime in data for mime in PICTURE_MIME_TYPES):
+            return True
+        if WIDGET_VIEW in data and _stored_widget_shows_a_figure(data[WIDGET_VIEW].get("model_id", ""), models or {}):
+            return True
+    return False
 
 
 def title(notebook: nbformat.NotebookNode) -> str:
@@ -119,7 +163,7 @@ def slider_pictures(notebook: nbformat.NotebookNode) -> set[str]:
         for output in cell.get("outputs", []):
             if WIDGET_VIEW in output.get("data", {}) and "image/png" in output.data:
                 pictures.add(output.data["image/png"])
-    for model in notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {}).values():
+    for model in widget_models(notebook).values():
         for output in model.get("state", {}).get("outputs", []) if model.get("model_name") == "OutputModel" else []:
             if "image/png" in output.get("data", {}):
                 pictures.add(output["data"]["image/png"])
@@ -133,16 +177,15 @@ def repeats_a_slider(cell: nbformat.NotebookNode, pictures: set[str]) -> bool:
     return bool(shown) and all(png in pictures for png in shown) and not any(WIDGET_VIEW in item for item in data)
 
 
-def _code_cell(cell: nbformat.NotebookNode, pictures: set[str]) -> tuple[nbformat.NotebookNode, bool]:
+def _code_cell(cell: nbformat.NotebookNode, pictures: set[str], models: dict) -> tuple[nbformat.NotebookNode, bool]:
     """The cell as the classroom runs it, and whether it shows anything."""
     cell_tags = tags(cell)
     if KEEP_TAG in cell_tags and HIDE_TAG not in cell_tags:
         return cell, True
-    if HIDE_TAG not in cell_tags and shows_picture_or_widget(cell) and not repeats_a_slider(cell, pictures):
-        cell.source = "%%capture --no-display\n" + cell.source  # pictures and widgets only
-        return cell, True
-    cell.source = "%%capture\n" + cell.source
-    return cell, False
+    shown = (HIDE_TAG not in cell_tags and shows_picture_or_widget(cell, models)
+             and not repeats_a_slider(cell, pictures))
+    cell.source = f"%%{MAGIC} {'pictures' if shown else 'silent'}\n" + cell.source
+    return cell, shown
 
 
 def dashboard(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -151,11 +194,11 @@ def dashboard(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     # The page as a list of items: (heading level, cell index, text), level 0 for content.
     items: list[tuple[int, int, str | None]] = []
     cells = []
-    pictures = slider_pictures(result)
+    pictures, models = slider_pictures(result), widget_models(result)
     for cell in result.cells:
         index = len(cells)
         if cell.cell_type == "code":
-            cell, shown = _code_cell(cell, pictures)
+            cell, shown = _code_cell(cell, pictures, models)
             cells.append(cell)
             if shown:
                 items.append((0, index, None))
@@ -169,7 +212,8 @@ def dashboard(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     for position, cell in enumerate(cells):
         if cell.cell_type == "markdown":
             cell.source = "\n\n".join(text for _, index, text in kept if index == position)
-    result.cells = [cell for cell in cells if cell.cell_type == "code" or cell.source]
+    loader = nbformat.v4.new_code_cell(LOAD_EXTENSION)
+    result.cells = [loader, *(cell for cell in cells if cell.cell_type == "code" or cell.source)]
     result.metadata["title"] = title(notebook) or result.metadata.get("title", "")
     return result
 
@@ -188,6 +232,70 @@ def _has_content_below(items: list[tuple[int, int, str | None]], position: int) 
         if following <= level:
             return False
     return False
+
+
+def keeps_figure(data: dict) -> bool:
+    """Whether a display (a mime bundle) is a figure the classroom shows: a picture, or a
+    live widget that holds a figure or a slider (a LiveFigure, an interact; not a progress bar)."""
+    if WIDGET_VIEW in data:
+        import ipywidgets
+
+        # ipywidgets' own deserializer turns a model id into the live widget.
+        stack = [ipywidgets.widget_serialization["from_json"](f"IPY_MODEL_{data[WIDGET_VIEW].get('model_id')}", None)]
+        while stack:
+            widget = stack.pop()
+            if isinstance(widget, ipywidgets.Image | ipywidgets.Output) or type(widget).__name__.endswith("Slider"):
+                return True
+            stack.extend(getattr(widget, "children", ()))
+        return False
+    return any(mime in data for mime in PICTURE_MIME_TYPES)
+
+
+@contextmanager
+def showing_only(shell, keep: Callable[[dict], bool]) -> Iterator[None]:
+    """Hide printed text and every display for which `keep(data)` is false.
+
+    The display publisher's `publish` is filtered in place rather than the publisher
+    replaced (as `%%capture` does), so entering an ipywidgets Output still finds it.
+    """
+    publisher, hook = shell.display_pub, sys.displayhook
+    publish, own = publisher.publish, "publish" in vars(publisher)
+
+    def filtered_publish(data, *args, **kwargs):
+        if keep(data):
+            publish(data, *args, **kwargs)
+
+    def filtered_hook(value):
+        if value is not None and keep(shell.display_formatter.format(value)[0]):
+            hook(value)
+
+    publisher.publish, sys.displayhook = filtered_publish, filtered_hook
+    try:
+        with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        if own:
+            publisher.publish = publish
+        else:
+            del publisher.publish  # the class's method is back
+        sys.displayhook = hook
+
+
+def classroom_view(line: str, cell: str) -> None:
+    """%%classroom_view pictures|silent: run the cell, showing only its figures, or nothing."""
+    from IPython import get_ipython
+
+    mode = line.strip()
+    if mode not in ("pictures", "silent"):
+        raise ValueError(f"%%{MAGIC} takes 'pictures' or 'silent', got {mode!r}")
+    shell = get_ipython()
+    with showing_only(shell, keeps_figure if mode == "pictures" else lambda data: False):
+        shell.run_cell(cell)
+
+
+def load_ipython_extension(shell) -> None:
+    """`%load_ext prenorm_lib.classroom`: registers the cell magic %%classroom_view."""
+    shell.register_magic_function(classroom_view, magic_kind="cell", magic_name=MAGIC)
 
 
 def find_notebook(number: str, folder: Path = NOTEBOOKS) -> Path:

@@ -2,7 +2,9 @@
 
 import json
 import os
+import sys
 
+import ipywidgets as widgets
 import nbformat
 import pytest
 
@@ -33,29 +35,38 @@ TEXT = {"output_type": "stream", "name": "stdout", "text": "max |diff| < 1e-6: T
 
 
 def shown(view):
-    """The cells of a classroom view as (kind, what it shows) pairs."""
+    """The cells of a classroom view as (kind, what it shows) pairs, after the loader cell."""
+    loader, *cells = view.cells
+    assert loader.source == "%load_ext prenorm_lib.classroom"
     result = []
-    for cell in view.cells:
+    for cell in cells:
+        first, _, rest = cell.source.partition("\n")
         if cell.cell_type == "markdown":
             result.append(("md", cell.source))
-        elif cell.source.startswith("%%capture --no-display\n"):
-            result.append(("pictures", cell.source.removeprefix("%%capture --no-display\n")))
-        elif cell.source.startswith("%%capture\n"):
-            result.append(("silent", cell.source.removeprefix("%%capture\n")))
+        elif first in ("%%classroom_view pictures", "%%classroom_view silent"):
+            result.append((first.split()[-1], rest))
         else:
             result.append(("all", cell.source))
     return result
 
 
 def test_code_cells_all_run_and_show_only_pictures_and_widgets():
+    progress = {"output_type": "display_data", "metadata": {},
+                "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "bar"}}}
     source = notebook(code("x = 1\nprint(x)", TEXT), code("plot()", PNG, TEXT), code("interact(f)", WIDGET),
-                      code("live", LIVE_FIGURE), code("y = 2"))
+                      code("live", LIVE_FIGURE), code("y = 2"), code("train()", progress, TEXT))
+    source.metadata["widgets"] = {classroom.WIDGET_STATE: {"state": {
+        "abc": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_slider", "IPY_MODEL_out"]}},
+        "slider": {"model_name": "FloatSliderModel", "state": {}}, "out": {"model_name": "OutputModel", "state": {}},
+        "bar": {"model_name": "HBoxModel", "state": {"children": ["IPY_MODEL_progress"]}},
+        "progress": {"model_name": "FloatProgressModel", "state": {}}}}}
     assert shown(classroom.dashboard(source)) == [
         ("silent", "x = 1\nprint(x)"),  # still runs: later cells may need x
-        ("pictures", "plot()"),  # its printed text is captured
+        ("pictures", "plot()"),  # its printed text is hidden
         ("pictures", "interact(f)"),
         ("pictures", "live"),
         ("silent", "y = 2"),
+        ("silent", "train()"),  # a progress bar is not a figure
     ]
 
 
@@ -122,14 +133,15 @@ def test_the_course_notebook_is_not_modified():
 def test_every_course_notebook_keeps_its_title_sliders_and_plots(number):
     original = nbformat.read(classroom.find_notebook(number), as_version=4)
     view = classroom.dashboard(original)
-    pictures = [c for c in view.cells if c.cell_type == "code" and not c.source.startswith("%%capture\n")]
-    copies = classroom.slider_pictures(original)
+    silent = "%%classroom_view silent"
+    pictures = [c for c in view.cells[1:] if c.cell_type == "code" and not c.source.startswith(silent)]
+    copies, models = classroom.slider_pictures(original), classroom.widget_models(original)
     expected = [c for c in original.cells if c.cell_type == "code"
-                and (classroom.shows_picture_or_widget(c) or classroom.KEEP_TAG in classroom.tags(c))
+                and (classroom.shows_picture_or_widget(c, models) or classroom.KEEP_TAG in classroom.tags(c))
                 and classroom.HIDE_TAG not in classroom.tags(c) and not classroom.repeats_a_slider(c, copies)]
     assert pictures and len(pictures) == len(expected), f"notebook {number} would show {len(pictures)} cells"
     assert view.metadata["title"] and view.metadata["title"] == classroom.title(original)
-    assert view.cells[0].source.startswith("# "), "the title heading comes first"
+    assert view.cells[1].source.startswith("# "), "the title heading comes first (after the loader)"
 
 
 def test_voila_finds_the_classroom_template():
@@ -148,3 +160,40 @@ def test_voila_finds_the_classroom_template():
 def test_unknown_number_names_the_choices():
     with pytest.raises(ValueError, match=r"NB='99' matches no notebook .* expected one of 01, 02, 03, 04"):
         classroom.find_notebook("99")
+
+
+class FakeShell:
+    """What showing_only uses of IPython's shell: a display publisher and a formatter."""
+
+    def __init__(self):
+        self.published = []
+        self.display_pub = type("Publisher", (), {"publish": lambda pub, data, **kw: self.published.append(data)})()
+        self.display_formatter = type("Formatter", (), {"format": lambda f, value: ({"text/plain": repr(value)}, {})})()
+
+
+def test_showing_only_hides_text_and_filters_displays_then_restores(capsys):
+    shell, hook = FakeShell(), sys.displayhook
+    with classroom.showing_only(shell, lambda data: "image/png" in data):
+        print("a printed check")
+        shell.display_pub.publish({"image/png": "AAA"})
+        shell.display_pub.publish({"text/html": "<b>table</b>"})
+        sys.displayhook(42)  # a last expression: text only
+    assert shell.published == [{"image/png": "AAA"}]
+    assert capsys.readouterr().out == ""
+    assert sys.displayhook is hook and "publish" not in vars(shell.display_pub)
+
+
+def test_a_figure_is_a_picture_or_a_widget_holding_one():
+    image, slider = widgets.Image(format="png"), widgets.FloatSlider()
+    live = widgets.VBox([widgets.HBox([slider]), image, widgets.Output()])
+    progress = widgets.HBox([widgets.HTML("50%"), widgets.FloatProgress(0.5)])
+    view = lambda w: {"application/vnd.jupyter.widget-view+json": {"model_id": w.model_id}}
+    assert classroom.keeps_figure({"image/png": "AAA", "text/plain": "<Figure>"})
+    assert classroom.keeps_figure(view(live)) and classroom.keeps_figure(view(slider))
+    assert not classroom.keeps_figure(view(progress))
+    assert not classroom.keeps_figure({"text/html": "<table/>"}) and not classroom.keeps_figure({"text/plain": "7"})
+
+
+def test_the_magic_takes_a_known_mode():
+    with pytest.raises(ValueError, match="takes 'pictures' or 'silent', got 'loud'"):
+        classroom.classroom_view("loud", "1 + 1")

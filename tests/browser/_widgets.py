@@ -107,6 +107,14 @@ def _value(knob: Locator) -> str:
     return knob.get_attribute("aria-valuenow") or ""
 
 
+def _state(slider: Locator) -> tuple[str, str]:
+    """What the slider shows: its readout and where its knob sits on the track. (A log
+    slider's aria-valuenow is rounded for display and may not change on a small step.)"""
+    return tuple(slider.evaluate(
+        "(s) => [s.querySelector('.widget-readout')?.textContent.trim() ?? '',"
+        " s.querySelector('.noUi-origin')?.style.transform ?? '']"))
+
+
 def _wait_for_redraw(page: Page, idle_selector: str | None, timeout_ms: float) -> float:
     page.wait_for_function(
         "([q, i]) => window.__prenorm.settled(q, i)",
@@ -121,15 +129,15 @@ def move_by_keyboard(page: Page, slider: Locator, label: str, *,
     knob = slider.locator(KNOB).first
     knob.scroll_into_view_if_needed()
     knob.focus()
-    before = _value(knob)
-    at_max = float(before) >= float(knob.get_attribute("aria-valuemax") or "inf")
+    before = _state(slider)
+    at_max = float(_value(knob)) >= float(knob.get_attribute("aria-valuemax") or "inf")
     key = "ArrowLeft" if at_max else "ArrowRight"
     start = page.evaluate("(s) => window.__prenorm.watch(s)", slider.element_handle())
     knob.press(key)
-    after = _value(knob)
-    assert after != before, f"slider {label}: {key} left aria-valuenow at {before}"
+    moved = _state(slider)
+    assert moved[1] != before[1], f"slider {label}: {key} left the knob where it was ({before[0]})"
     redrawn = _wait_for_redraw(page, idle_selector, timeout_ms)
-    return SliderMove(label, f"key {key}", before, after, redrawn - start)
+    return SliderMove(label, f"key {key}", before[0], _state(slider)[0], redrawn - start)
 
 
 def move_by_drag(page: Page, slider: Locator, label: str, *,
@@ -142,7 +150,7 @@ def move_by_drag(page: Page, slider: Locator, label: str, *,
     """
     knob = slider.locator(KNOB).first
     knob.scroll_into_view_if_needed()
-    before = _value(knob)
+    before = _state(slider)
     knob_box = knob.bounding_box()
     track = slider.locator(".noUi-base").first.bounding_box()
     assert knob_box and track, f"slider {label}: knob or track not visible"
@@ -156,10 +164,9 @@ def move_by_drag(page: Page, slider: Locator, label: str, *,
     page.mouse.move(target, y, steps=8)
     page.mouse.up()
     released = page.evaluate("window.__prenorm.now()")
-    after = _value(knob)
-    assert after != before, f"slider {label}: dragging left aria-valuenow at {before}"
+    assert _state(slider)[1] != before[1], f"slider {label}: dragging left the knob where it was ({before[0]})"
     redrawn = _wait_for_redraw(page, idle_selector, timeout_ms)
-    return SliderMove(label, "drag", before, after, max(0.0, redrawn - released))
+    return SliderMove(label, "drag", before[0], _state(slider)[0], max(0.0, redrawn - released))
 
 
 def move_every_slider(page: Page, *, idle_selector: str | None, after_each=None,
