@@ -8,10 +8,11 @@ so nothing is loaded from a CDN:
 
 * require.js, the widget manager and mermaid are left out of every page;
 * a slider needs a kernel to redraw, so each widget output becomes a note that
-  says so, followed by what the widget showed when the notebook was executed
-  (its captured plot or text, with the slider values it was drawn for);
-* MathJax is left out too, so formulas stay readable TeX source
-  (e.g. `$\\sqrt{\\tfrac1d \\sum_i x_i^2}$`), not typeset.
+  says so, followed by what the widget showed when the notebook was executed:
+  a LiveFigure's first frame (the PNG its display carries), or an `interact`'s
+  captured plot or text, with the slider values it was drawn for;
+* formulas are typeset by MathJax 2, copied into the site from the
+  `jupyter-server-mathjax` package (TeX input, HTML-CSS output, TeX web fonts).
 
 The build checks its own output and fails if any page still refers to a
 script, stylesheet or image outside the site.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import importlib.util
 import re
 import shutil
 import sys
@@ -35,6 +37,12 @@ from nbconvert import HTMLExporter
 from nbconvert.filters.markdown import markdown2html_mistune
 
 ASSETS = Path(__file__).with_name("site_assets")
+# The parts of MathJax 2 a page loads: the TeX input, the HTML-CSS output with the STIX
+# web fonts (the only ones the package ships) and the extensions the combined
+# configuration pulls in (menus, Safe mode); the accessibility explorer (3.7 MB) stays out.
+MATHJAX_PARTS = ("MathJax.js", "LICENSE", "config", "extensions", "jax/element", "jax/input/TeX",
+                 "jax/output/HTML-CSS", "fonts/HTML-CSS/STIX-Web", "localization/en")
+MATHJAX_LEFT_OUT = ("a11y",)
 NOTEBOOK_PATTERN = "[0-9][0-9]_*.ipynb"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -117,16 +125,25 @@ def _slider_values(models: Iterable[dict]) -> list[str]:
 
 
 def static_widget_outputs(output: nbformat.NotebookNode, models: dict) -> list[nbformat.NotebookNode]:
-    """What replaces one widget view on a static page: a note, then its captured outputs."""
+    """What replaces one widget view on a static page: a note, then what the widget showed.
+
+    A LiveFigure's display carries its first frame as a PNG: that frame is shown. An
+    `interact` keeps its plot in an Output widget: the outputs captured there are shown.
+    """
     found = list(_descendants(models, output.data[WIDGET_VIEW].get("model_id", "")))
     values = _slider_values(found)
-    shown = f" Below: the output for {', '.join(values)}." if values else ""
+    first_frame = "image/png" in output.data
+    shown = "its first frame" if first_frame else "the output"
+    shown = f" Below: {shown}, for {', '.join(values)}." if values else f" Below: {shown}."
     note = (
         '<div class="static-widget-note"><strong>Interactive:</strong> run this notebook in '
         "JupyterLab (<code>make lab</code>) to move this slider; a static page has no kernel "
         f"to redraw it.{html.escape(shown)}</div>"
     )
     replacement = [nbformat.v4.new_output("display_data", data={"text/html": note})]
+    if first_frame:
+        data = {mime: value for mime, value in output.data.items() if mime != WIDGET_VIEW}
+        return [*replacement, nbformat.v4.new_output("display_data", data=data, metadata=output.get("metadata", {}))]
     for model in found:
         if model.get("model_name") == "OutputModel":
             replacement += [nbformat.from_dict(item) for item in model.get("state", {}).get("outputs", [])]
@@ -173,6 +190,7 @@ class SiteBuilder:
         self.notebooks, self.figures, self.out = notebooks, figures, out
         self.exporter = HTMLExporter(
             template_name="lab", template_file=str(ASSETS / "page.html.j2"), embed_images=True,
+            extra_template_basedirs=[str(ASSETS)],
         )
         self.written: list[Path] = []
 
@@ -228,6 +246,7 @@ class SiteBuilder:
         for folder in ("figures", "notebooks/exercises"):
             (self.out / folder).mkdir(parents=True, exist_ok=True)
         shutil.copy2(ASSETS / "site.css", self.out / "site.css")
+        copy_mathjax(self.out / "mathjax")
         for index, lesson in enumerate(lessons):
             previous = lessons[index - 1] if index > 0 else None
             following = lessons[index + 1] if index + 1 < len(lessons) else None
@@ -256,6 +275,26 @@ class SiteBuilder:
         )
         self.write(self.out / "index.html", index)
         return self.written
+
+
+def mathjax_source() -> Path:
+    """The MathJax 2 files of the `jupyter-server-mathjax` package (found without importing the server)."""
+    spec = importlib.util.find_spec("jupyter_server_mathjax")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("the site typesets formulas with MathJax from the jupyter-server-mathjax package, "
+                         "which is not installed; expected it from requirements.txt (make setup)")
+    return Path(spec.submodule_search_locations[0]) / "static"
+
+
+def copy_mathjax(target: Path) -> None:
+    """Copy the parts of MathJax the pages load into `target`."""
+    source = mathjax_source()
+    for part in MATHJAX_PARTS:
+        if (source / part).is_dir():
+            shutil.copytree(source / part, target / part, ignore=shutil.ignore_patterns(*MATHJAX_LEFT_OUT))
+        else:
+            (target / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / part, target / part)
 
 
 def prepare_output_folder(out: Path) -> None:

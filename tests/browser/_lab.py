@@ -12,8 +12,6 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from ._servers import ServerProcess
 
 KERNEL_IDLE = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
-ERROR_OUTPUT = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']"
-STDERR_OUTPUT = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
 
 # Execution counts of the code cells that Run All must execute. Lab leaves empty
 # code cells unexecuted, so they are left out. "[*]:" (queued/running) and "[ ]:"
@@ -83,16 +81,6 @@ def run_all(page: Page, timeout_ms: float) -> float:
             f"(must all exceed {before}): {code_cell_counts(page)}"
         ) from None
     return time.monotonic() - started
-
-
-def error_texts(page: Page) -> list[str]:
-    """Text of every error output (traceback) in the notebook."""
-    return page.locator(ERROR_OUTPUT).all_inner_texts()
-
-
-def stderr_texts(page: Page) -> list[str]:
-    """Text of every stderr output (warnings, progress bars)."""
-    return page.locator(STDERR_OUTPUT).all_inner_texts()
 
 
 def screenshot_notebook(page: Page, path: Path, max_height: int = 16_000) -> None:

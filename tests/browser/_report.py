@@ -1,12 +1,14 @@
 """Collect what the browser tests measured and write it next to their screenshots.
 
 One JSON file for machines (report.json) and one Markdown table for people
-(report.md), both under test-artifacts/browser/, which git ignores.
+(report.md), both under test-artifacts/browser/, which git ignores. The load of the
+machine is written with the numbers: on a shared machine every time is inflated.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from dataclasses import dataclass, field
@@ -20,7 +22,7 @@ class TimingReport:
     folder: Path
     notebooks: list[dict] = field(default_factory=list)
     site: dict = field(default_factory=dict)
-    demo: dict = field(default_factory=dict)
+    demo: list[dict] = field(default_factory=list)
 
     def write(self) -> None:
         """Write report.json and report.md (only the sections that ran)."""
@@ -29,7 +31,9 @@ class TimingReport:
         self.folder.mkdir(parents=True, exist_ok=True)
         data = {
             "written": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "machine": f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
+            "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, "
+                       f"Python {platform.python_version()}",
+            "load_average": _load_average(),
             "lab": self.notebooks,
             "site": self.site,
             "demo": self.demo,
@@ -38,36 +42,49 @@ class TimingReport:
         (self.folder / "report.md").write_text(self._markdown(data))
 
     def _markdown(self, data: dict) -> str:
-        lines = ["# Browser test report", "", f"Written {data['written']} on {data['machine']}.", ""]
+        lines = ["# Browser test report", "",
+                 f"Written {data['written']} on {data['machine']}; load average at the end "
+                 f"{data['load_average']} (1, 5, 15 min).", ""]
         if self.notebooks:
             lines += ["## JupyterLab: Run All and sliders", "",
                       "| notebook | Run All (s) | code cells | sliders |",
                       "|---|---:|---:|---:|"]
             for entry in self.notebooks:
                 lines.append(f"| {entry['notebook']} | {entry['run_all_s']:.1f} | "
-                             f"{entry['code_cells']} | {len(entry['sliders']) // 2} |")
-            lines += ["", "Slider input → last output change (ms):", "",
-                      "| notebook | slider | how | value | latency (ms) |",
-                      "|---|---|---|---|---:|"]
-            for entry in self.notebooks:
-                for move in entry["sliders"]:
-                    lines.append(_move_row(entry["notebook"], move))
-            lines.append("")
+                             f"{entry['code_cells']} | {len(entry['slider_summary'])} |")
+            lines += ["", *_slider_table(self.notebooks)]
         if self.site:
             lines += ["## Static site", "",
                       f"{self.site['pages']} pages, {self.site['images']} images, "
-                      f"{self.site['links']} links checked; slowest page load "
-                      f"{self.site['slowest_load_ms']:.0f} ms.", ""]
-        if self.demo:
-            lines += ["## Classroom mode (Voilà)", "",
-                      f"{self.demo['notebook']}: page ready in {self.demo['ready_s']:.1f} s.", "",
-                      "| notebook | slider | how | value | latency (ms) |",
-                      "|---|---|---|---|---:|"]
-            lines += [_move_row(self.demo["notebook"], move) for move in self.demo["sliders"]]
+                      f"{self.site['links']} links checked; slowest page load (MathJax typeset included) "
+                      f"{self.site['slowest_load_ms']:.0f} ms.", "",
+                      "| page | formulas typeset | left as TeX |", "|---|---:|---:|"]
+            lines += [f"| {page} | {counts['typeset']} | {counts['raw_tex']} |"
+                      for page, counts in self.site["formulas"].items()]
             lines.append("")
+        if self.demo:
+            lines += ["## Classroom mode (Voilà, 1366×768)", "",
+                      "| notebook | first paint (ms) | first figure (ms) | all cells ran (ms) | figures |",
+                      "|---|---:|---:|---:|---:|"]
+            lines += [f"| {entry['notebook']} | {entry['first_paint_ms']} | {entry['first_figure_ms']} | "
+                      f"{entry['all_cells_ms']} | {entry['figures']} |"
+                      for entry in self.demo if "first_paint_ms" in entry]
+            lines += ["", *_slider_table(self.demo)]
         return "\n".join(lines) + "\n"
 
 
-def _move_row(notebook: str, move: dict) -> str:
-    return (f"| {notebook} | {move['slider']} | {move['how']} | "
-            f"{move['before']} → {move['after']} | {move['latency_ms']:.0f} |")
+def _slider_table(entries: list[dict]) -> list[str]:
+    lines = ["Key press or mouse release → new picture on screen (ms; median and largest of the key presses):", "",
+             "| notebook | slider | key median | key max | drag |", "|---|---|---:|---:|---:|"]
+    for entry in entries:
+        for slider, times in entry.get("slider_summary", {}).items():
+            lines.append(f"| {entry['notebook']} | {slider} | {times['key_median_ms']:.0f} | "
+                         f"{times['key_max_ms']:.0f} | {times['drag_ms']:.0f} |")
+    return [*lines, ""]
+
+
+def _load_average() -> list[float]:
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except OSError:
+        return []

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import nbformat
 
+from prenorm_lib import classroom
+
 # JupyterLab settings that keep the page quiet and predictable under automation:
 # no "news?" toast covering cells, the notebook's own kernel started without a
 # "Select Kernel" dialog, and every cell kept in the DOM (no windowing), so
@@ -260,16 +262,16 @@ def jupyter_lab(root: Path, home: Path) -> Iterator[ServerProcess]:
 
 
 @contextmanager
-def voila(notebook: Path, home: Path) -> Iterator[ServerProcess]:
-    """Voilà rendering one notebook (code hidden), isolated in `home`, on 127.0.0.1."""
+def voila(folder: Path, home: Path) -> Iterator[ServerProcess]:
+    """Voilà serving the notebooks in `folder` as the classroom view (`make demo`'s template
+    and options), isolated in `home`, on 127.0.0.1; a notebook is at /voila/render/NAME."""
     port = free_port()
-    command = [
-        venv_tool("voila"), notebook.name, "--no-browser", f"--port={port}",
-        "--Voila.ip=127.0.0.1", "--Voila.port_retries=0",
-    ]
-    with running(command, cwd=notebook.parent, env=isolated_jupyter_env(home),
+    command = classroom.voila_command(
+        str(folder), "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1", "--Voila.port_retries=0",
+    )
+    with running(command, cwd=folder, env=classroom.voila_environment(isolated_jupyter_env(home)),
                  base_url=f"http://127.0.0.1:{port}", token="",
-                 log_path=home / "voila.log", ready_path="/api") as server:
+                 log_path=home / "voila.log", ready_path="/") as server:
         yield server
 
 

@@ -15,9 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from prenorm_lib.classroom import write_dashboard
+
+from ._checks import PAINT_SCRIPT
 from ._chromium import LAUNCH_ARGS, VIEWPORT, find_chromium, skip_or_fail
+from ._fixtures import write_fixture
 from ._report import TimingReport
-from ._servers import copy_notebooks, jupyter_lab, remove_tree, shutdown_kernels
+from ._servers import copy_notebooks, jupyter_lab, remove_tree, shutdown_kernels, voila
 from ._widgets import WATCH_SCRIPT
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -85,6 +89,7 @@ def browser_context(scratch: Path):
             args=LAUNCH_ARGS, viewport=VIEWPORT,
         )
         context.add_init_script(WATCH_SCRIPT)
+        context.add_init_script(PAINT_SCRIPT)
         try:
             yield context
         finally:
@@ -93,22 +98,38 @@ def browser_context(scratch: Path):
 
 @pytest.fixture
 def page(browser_context):
-    """A fresh tab; console errors, uncaught page errors and failed requests are collected on it."""
+    """A fresh tab; console errors and warnings, uncaught page errors and failed requests
+    are collected on it (`tab.console` holds (kind, text) pairs)."""
     tab = browser_context.new_page()
-    tab.console_errors = []
+    tab.console = []
     tab.failed_requests = []
     tab.on("requestfailed", lambda request: tab.failed_requests.append(f"{request.url} ({request.failure})"))
-    tab.on("console", lambda message: message.type == "error" and tab.console_errors.append(message.text))
-    tab.on("pageerror", lambda error: tab.console_errors.append(str(error)))
+    tab.on("console", lambda message: message.type in ("error", "warning")
+           and tab.console.append((message.type, message.text)))
+    tab.on("pageerror", lambda error: tab.console.append(("error", str(error))))
     yield tab
     tab.close()
 
 
 @pytest.fixture(scope="session")
 def lab_server(browser_context, scratch: Path):
-    """JupyterLab on 127.0.0.1 serving a cleared COPY of the course notebooks."""
+    """JupyterLab on 127.0.0.1 serving a cleared COPY of the course notebooks, and the
+    fixture notebook (bad on purpose) under fixtures/."""
     served = copy_notebooks(notebook_folder(), scratch / "lab-notebooks", clear_outputs=True)
+    write_fixture(served / "fixtures")
     with jupyter_lab(served, scratch / "lab-home") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def voila_server(browser_context, scratch: Path):
+    """One Voilà (the classroom view's template and options) serving the classroom view of
+    every course notebook and of the fixture notebook; each page runs its own kernel."""
+    folder = scratch / "classroom"
+    folder.mkdir(parents=True, exist_ok=True)
+    for notebook in [*course_notebooks(), write_fixture(scratch / "fixture-source")]:
+        write_dashboard(notebook, folder)
+    with voila(folder, scratch / "voila-home") as server:
         yield server
 
 

@@ -2,8 +2,13 @@
 
 The site is built from the committed executed notebooks into a temporary
 folder, served from a loopback HTTP server, and every link from the index is
-followed: each page answers 200, has a title, logs no console error and shows
-every image. Any request that would leave 127.0.0.1 (a CDN) fails the test.
+followed: each page answers 200, has a title, logs no console error or warning,
+shows every image, and leaves no formula as TeX source once MathJax (served by
+the site itself) has typeset it. Any request that would leave 127.0.0.1 (a CDN)
+fails the test. Each slider appears as a note followed by a picture.
+
+`test_the_raw_tex_check_fires` shows the formula check failing on a page without
+MathJax and on a formula MathJax cannot typeset.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import pytest
 
 from prenorm_lib import site
 
+from . import _checks as checks
 from ._chromium import block_external_requests
 from ._servers import static_site
 from .conftest import REPO_ROOT, course_notebooks, notebook_folder
@@ -52,6 +58,7 @@ def test_every_page_and_image_of_the_site_loads(page, built_site: Path, artifact
     leaving = block_external_requests(page)
     with static_site(built_site) as base:
         queue, seen, pages, images, slowest = [f"{base}/index.html"], set(), 0, 0, 0.0
+        formulas: dict[str, dict[str, int]] = {}
         while queue:
             url = queue.pop(0)
             if url in seen:
@@ -63,21 +70,26 @@ def test_every_page_and_image_of_the_site_loads(page, built_site: Path, artifact
                 continue
             started = time.monotonic()
             response = page.goto(url, wait_until="load")
+            checks.wait_for_mathjax(page)
             slowest = max(slowest, time.monotonic() - started)
             assert response is not None and response.status == 200, f"{url}: HTTP {response and response.status}"
             assert page.title().strip(), f"{url}: page has no title"
+            name = url.removeprefix(base + "/")
+            raw = checks.raw_tex(page)
+            formulas[name] = {"typeset": page.evaluate(checks.RAW_TEX_JS)["typeset"], "raw_tex": len(raw)}
+            assert not raw, f"{url}: {len(raw)} formulas left as TeX source: {raw[:5]}"
             broken = [image["src"] for image in page.evaluate(IMAGES_LOADED_JS) if not image["ok"]]
             assert not broken, f"{url}: images that did not load: {broken}"
             images += len(page.evaluate(IMAGES_LOADED_JS))
             pages += 1
-            name = url.removeprefix(base + "/").replace("/", "_").removesuffix(".html")
-            page.screenshot(path=artifacts / f"site_{name}.png", full_page=True)
+            page.screenshot(path=artifacts / f"site_{name.replace('/', '_').removesuffix('.html')}.png",
+                            full_page=True)
             for href in page.eval_on_selector_all("a[href]", "(links) => links.map((a) => a.getAttribute('href'))"):
                 target = urldefrag(urljoin(url, href)).url
                 if target.startswith(base) and target not in seen:
                     queue.append(target)
-        errors = [text for text in page.console_errors if "favicon" not in text]
-        assert not errors, f"console errors: {errors}"
+        errors = checks.unexpected_console(page.console)
+        assert not errors, f"console errors or warnings: {errors}; failed requests: {page.failed_requests}"
         assert not leaving, f"the site tried to load from outside: {leaving}"
         lessons = course_notebooks()
         assert pages >= len(lessons) + 1, f"only {pages} pages reached from the index"
@@ -86,5 +98,28 @@ def test_every_page_and_image_of_the_site_loads(page, built_site: Path, artifact
             page.goto(f"{base}/{notebook.stem}.html")
             notes = page.locator(".static-widget-note").count()
             assert notes == expected, f"{notebook.stem}: {notes} slider notes for {expected} widget outputs"
+            pictures = page.locator(".jp-OutputArea:has(.static-widget-note) img").count()
+            assert pictures >= expected, f"{notebook.stem}: {pictures} pictures for {expected} slider notes"
     timing_report.site = {"pages": pages, "images": images, "links": len(seen),
-                          "slowest_load_ms": round(slowest * 1000, 1)}
+                          "slowest_load_ms": round(slowest * 1000, 1), "formulas": formulas}
+
+
+def test_the_raw_tex_check_fires(page, built_site: Path, scratch: Path) -> None:
+    # Formulas on a page that loads no MathJax stay TeX: inline, display, \( \), environments.
+    page.set_content("<p>The norm $\\sqrt{x}$ of <em>a</em> and</p><p>$$\\frac{a}{b}$$</p>"
+                     "<ul><li>\\(x\\) and \\begin{aligned} x \\end{aligned}</li></ul>"
+                     "<pre>$not a formula$</pre><code>$nor this$</code>")
+    assert len(checks.raw_tex(page)) == 4, checks.raw_tex(page)
+    # A formula MathJax cannot typeset, on a page of the site (MathJax served by the site).
+    bad = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+        "# Bad maths\n\nFine: $x^2$. Unknown macro: $\\notamacro{x}$. Unbalanced: $\\frac{a}{b$.")])
+    nbformat.write(bad, scratch / "bad_maths.ipynb")
+    builder = site.SiteBuilder(scratch, scratch, built_site)
+    builder.render_notebook(scratch / "bad_maths.ipynb", built_site / "bad_maths.html",
+                            {"root": "", "title": "Bad maths", "exercise": True, "download": None,
+                             "previous": None, "next": None}, executed=False)
+    with static_site(built_site) as base:
+        page.goto(f"{base}/bad_maths.html")
+        checks.wait_for_mathjax(page)
+        found = checks.raw_tex(page)
+    assert found == ["MathJax error: \\notamacro{x}", "MathJax error: \\frac{a}{b"], found

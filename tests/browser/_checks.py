@@ -1,0 +1,219 @@
+"""What a course page must not show, measured in the page itself.
+
+Each check returns what it found (an empty list means the page passes), so a test can
+assert on it and another test can prove, on a page that is bad on purpose, that it fires.
+Shared by the static site, JupyterLab and Voilà tests.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from playwright.sync_api import Page
+
+# In JupyterLab 4 and Voilà 0.5 a traceback renders as a stderr output, like a warning;
+# `…/vnd.jupyter.error` matches nothing there. Either one in a course notebook is a bug.
+STDERR_OUTPUT = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+STDOUT_OUTPUT = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']"
+# Pictures in output areas: inline plots, an interact's plot, a LiveFigure's ipywidgets Image.
+FIGURE = ".jp-OutputArea-output img"
+
+# Formulas left as TeX on a page: $…$, $$…$$, \(…\), \[…\] and \begin{…} in text outside
+# code, plus formulas MathJax typeset as an error (unknown macro, bad syntax). Text is
+# joined per block element, so a formula split by Markdown emphasis is still found.
+RAW_TEX_JS = r"""
+() => {
+  const SKIP = 'script, style, pre, code, textarea, math, [class*="MathJax"], [class*="MJX"], mjx-container';
+  const BLOCK = 'p, li, td, th, h1, h2, h3, h4, h5, h6, dt, dd, blockquote, figcaption, div, section, main, body';
+  const parts = [];
+  let lastBlock = null;
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, {
+    acceptNode: (node) => (node.parentElement && node.parentElement.closest(SKIP)
+      ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT),
+  });
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const block = node.parentElement.closest(BLOCK);
+    if (block !== lastBlock) { parts.push('\u0000'); lastBlock = block; }
+    parts.push(node.nodeValue);
+  }
+  const patterns = [/\$\$[^\u0000]*?\$\$/g, /\$[^$\u0000]+?\$/g, /\\\([^\u0000]*?\\\)/g,
+                    /\\\[[^\u0000]*?\\\]/g, /\\begin\{[a-zA-Z*]+\}/g];
+  const raw = [];
+  let text = parts.join('');
+  for (const pattern of patterns) {
+    text = text.replace(pattern, (match) => { raw.push(match.replace(/\s+/g, ' ').slice(0, 80)); return ' '; });
+  }
+  const failed = (node) => !!node && (node.type === 'merror' || (node.type === 'mtext' && node.mathcolor === 'red')
+    || (node.data || []).some(failed));
+  const jaxes = window.MathJax && MathJax.Hub && MathJax.Hub.getAllJax ? MathJax.Hub.getAllJax() : [];
+  const errors = jaxes.filter((jax) => failed(jax.root)).map((jax) => jax.originalText.trim().slice(0, 80));
+  return { raw, errors, typeset: jaxes.length };
+}
+"""
+
+# Where each figure is drawn, in CSS pixels: the picture itself, not its box (with
+# `object-fit: contain` a box wider than the picture leaves margins inside it).
+FIGURES_JS = """
+(selector) => [...document.querySelectorAll(selector)].filter((img) => img.naturalWidth > 0).map((img) => {
+  const box = img.getBoundingClientRect();
+  const contain = getComputedStyle(img).objectFit === 'contain';
+  const scale = contain ? Math.min(box.width / img.naturalWidth, box.height / img.naturalHeight) : null;
+  const width = contain ? img.naturalWidth * scale : box.width;
+  const height = contain ? img.naturalHeight * scale : box.height;
+  return { src: (img.getAttribute('src') || '').slice(0, 40), width, height,
+           centre: box.left + box.width / 2, natural: [img.naturalWidth, img.naturalHeight] };
+})
+"""
+
+# A hash of each figure's pixels: the same picture shown twice hashes the same, whatever
+# its encoding (an inline PNG and a widget's blob carry different bytes).
+FIGURE_HASHES_JS = """
+(selector) => [...document.querySelectorAll(selector)].filter((img) => img.naturalWidth > 0).map((img) => {
+  const canvas = document.createElement('canvas');
+  canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+  const context = canvas.getContext('2d');
+  context.drawImage(img, 0, 0);
+  const pixels = new Uint32Array(context.getImageData(0, 0, canvas.width, canvas.height).data.buffer);
+  let hash = 2166136261;
+  for (let i = 0; i < pixels.length; i++) { hash = Math.imul(hash ^ pixels[i], 16777619); }
+  return `${canvas.width}x${canvas.height}:${(hash >>> 0).toString(16)}`;
+})
+"""
+
+# Voilà's page and its widgets are built against different @jupyterlab versions. Voilà
+# 0.5.13 bundles @jupyterlab/* 4.2.5 in its own app, while the widget extensions it loads
+# were built later: its own widgets-manager8 against 4.5.10 and ipywidgets 8.1.9's
+# jupyterlab_widgets 3.0.17 against 4.6.2. Module federation then warns for every shared
+# module ("Unsatisfied version 4.2.5 … (required ^4.6.2)"). These are not strict
+# requirements: Voilà's copy is used and the widgets work, as the slider tests show. No
+# release of either package pairs up (Voilà 0.5.13 is the newest; ipywidgets 8.1.9 needs
+# jupyterlab_widgets 3.0.17), so exactly these warnings are known; any other fails.
+KNOWN_VOILA_WARNING = re.compile(
+    r"^(Unsatisfied version \d+\.\d+\.\d+ from _JUPYTERLAB\.CORE_OUTPUT of shared singleton module "
+    r"@jupyterlab/[a-z-]+ \(required \^\d+\.\d+\.\d+\)"
+    r"|No satisfying version \(\^\d+\.\d+\.\d+\) of shared module @jupyterlab/[a-z-]+ found in shared scope "
+    r"default\.\nAvailable versions: \d+\.\d+\.\d+ from _JUPYTERLAB\.CORE_OUTPUT)$"
+)
+
+
+# Installed into every page (BrowserContext.add_init_script); active on Voilà pages only.
+# Records, on the browser's clock (ms since navigation started), when the first notebook
+# content (a heading, an output) and the first figure were drawn, and whether Voilà's
+# per-cell placeholders have appeared yet (before they do, "none pending" means nothing).
+PAINT_SCRIPT = """
+window.__prenormPaint = (() => {
+  const marks = { content: null, figure: null, placeholders: false };
+  const drawn = (e) => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  const onScreen = (e) => drawn(e) && e.getBoundingClientRect().top < window.innerHeight;
+  const look = () => {
+    if (document.body && !document.body.hasAttribute('data-voila')) return;
+    const now = performance.now();
+    if (marks.content === null && [...document.querySelectorAll(
+        '.jp-Cell .jp-RenderedMarkdown, .jp-Cell .jp-OutputArea-output')].some(onScreen)) marks.content = now;
+    if (marks.figure === null && [...document.querySelectorAll('.jp-OutputArea-output img')]
+        .some((img) => img.complete && img.naturalWidth > 0 && drawn(img))) marks.figure = now;
+    marks.placeholders = marks.placeholders || document.querySelector('.voila-skeleton-container') !== null;
+    if (marks.content === null || marks.figure === null || !marks.placeholders) requestAnimationFrame(look);
+  };
+  requestAnimationFrame(look);
+  new MutationObserver((records, observer) => {
+    if (document.body && !document.body.hasAttribute('data-voila')) observer.disconnect();
+    else if (document.querySelector('.voila-skeleton-container')) { marks.placeholders = true; observer.disconnect(); }
+  }).observe(document, { childList: true, subtree: true });
+  return marks;
+})();
+"""
+# Voilà's progressive rendering puts a placeholder in every cell until its result arrives.
+PENDING_CELL = ".voila-skeleton-container"
+
+
+def first_paint_ms(page: Page, timeout_ms: float) -> float:
+    """Milliseconds from navigation to the first notebook content drawn on screen."""
+    page.wait_for_function("() => window.__prenormPaint.content !== null", polling=100, timeout=timeout_ms)
+    return page.evaluate("() => window.__prenormPaint.content")
+
+
+def wait_until_all_cells_ran(page: Page, stall_ms: float, timeout_ms: float) -> float:
+    """Wait until no Voilà cell is pending; returns ms since navigation.
+
+    Fails when no cell finished for `stall_ms` (a stuck page), or after `timeout_ms`.
+    """
+    pending_js = ("(pending) => window.__prenormPaint.placeholders ? [...document.querySelectorAll(pending)]"
+                  ".map((e) => e.closest('[cell-index]')?.getAttribute('cell-index')) : null")
+    started = last_change = time.monotonic()
+    last = None
+    while True:
+        pending = page.evaluate(pending_js, PENDING_CELL)
+        now = time.monotonic()
+        if pending == []:
+            return page.evaluate("() => performance.now()")
+        if pending != last:
+            last, last_change = pending, now
+        if now - last_change > stall_ms / 1000 or now - started > timeout_ms / 1000:
+            raise AssertionError(f"no cell finished for {now - last_change:.0f} s ({now - started:.0f} s in all); "
+                                 f"pending (cell-index): {pending}")
+        page.wait_for_timeout(250)
+
+
+def wait_for_mathjax(page: Page, timeout_ms: float = 60_000) -> None:
+    """Wait until MathJax has typeset the page, if the page loads MathJax at all."""
+    if page.evaluate("() => !!window.MathJax"):
+        page.wait_for_selector("html[data-mathjax='typeset']", state="attached", timeout=timeout_ms)
+
+
+def raw_tex(page: Page) -> list[str]:
+    """Formulas left as TeX source on the page, and formulas MathJax could not typeset."""
+    found = page.evaluate(RAW_TEX_JS)
+    return found["raw"] + [f"MathJax error: {text}" for text in found["errors"]]
+
+
+def error_outputs(page: Page, scope: str = "") -> list[str]:
+    """Text of every traceback or stderr output on the page (under `scope`, a selector)."""
+    return page.locator(f"{scope} {STDERR_OUTPUT}".strip()).all_inner_texts()
+
+
+def printed_text(page: Page, kept: str) -> list[str]:
+    """Printed (stdout) outputs outside the cells matching `kept`, a selector."""
+    return page.evaluate(
+        "([selector, kept]) => [...document.querySelectorAll(selector)]"
+        ".filter((e) => !e.closest(kept)).map((e) => e.innerText.slice(0, 80))",
+        [STDOUT_OUTPUT, kept],
+    )
+
+
+def figures(page: Page) -> list[dict]:
+    """Size and position of every figure on the page."""
+    return page.evaluate(FIGURES_JS, FIGURE)
+
+
+def small_or_off_centre(page: Page, min_fraction: float = 0.6, centre_tolerance: float = 0.03) -> list[str]:
+    """Figures narrower than `min_fraction` of the window (and shorter than that fraction
+    of its height), or whose centre is off the window's centre by more than `centre_tolerance`."""
+    width, height = page.evaluate("() => [document.documentElement.clientWidth, window.innerHeight]")
+    problems = []
+    for figure in figures(page):
+        if figure["width"] < min_fraction * width and figure["height"] < min_fraction * height:
+            problems.append(f"{figure['src']}…: {figure['width']:.0f}×{figure['height']:.0f} px in a "
+                            f"{width}×{height} window (natural {figure['natural'][0]}×{figure['natural'][1]})")
+        if abs(figure["centre"] - width / 2) > centre_tolerance * width:
+            problems.append(f"{figure['src']}…: centred at x = {figure['centre']:.0f}, the window's centre is "
+                            f"{width / 2:.0f}")
+    return problems
+
+
+def duplicate_figures(page: Page) -> list[str]:
+    """Figures whose pixels are identical to an earlier figure's on the same page."""
+    seen: dict[str, int] = {}
+    duplicates = []
+    for index, digest in enumerate(page.evaluate(FIGURE_HASHES_JS, FIGURE)):
+        if digest in seen:
+            duplicates.append(f"figure {index + 1} repeats figure {seen[digest] + 1} ({digest})")
+        seen.setdefault(digest, index)
+    return duplicates
+
+
+def unexpected_console(messages: list[tuple[str, str]]) -> list[str]:
+    """Console errors, and warnings other than Voilà's known version warnings."""
+    return [f"{kind}: {text}" for kind, text in messages
+            if kind == "error" or (kind == "warning" and not KNOWN_VOILA_WARNING.match(text))]
