@@ -32,54 +32,54 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 unit: $(STAMP)
-	$(BIN)/pytest -q tests --ignore=tests/browser -p no:cacheprovider
+	$(BIN)/pytest -q tests --ignore=tests/course/browser -p no:cacheprovider
 
 ## The solution notebooks, and the exercise notebooks as a learner first runs them (every exercise not done).
 nbval: $(STAMP)
 	$(BIN)/pytest -q $(NBVAL) -n 2 --dist loadfile $(SOLUTION_NOTEBOOKS) $(EXERCISE_NOTEBOOKS)
 
 exercises-verify: $(STAMP)
-	$(PY) -m prenorm_lib.exercises verify
+	$(PY) -m prenorm_lib.course.exercises verify
 
 browser: $(STAMP)
-	$(BIN)/pytest -q tests/browser -p no:cacheprovider
+	$(BIN)/pytest -q tests/course/browser -p no:cacheprovider
 
 ## Re-execute every solution notebook top to bottom, then rebuild the exercise versions.
 notebooks: $(STAMP)
 	for nb in $(SOLUTION_NOTEBOOKS); do \
 	  $(BIN)/jupyter nbconvert --to notebook --execute --inplace $$nb || exit 1; done
-	$(PY) -m prenorm_lib.exercises build
+	$(PY) -m prenorm_lib.course.exercises build
 
 exercises: $(STAMP)
-	$(PY) -m prenorm_lib.exercises build
+	$(PY) -m prenorm_lib.course.exercises build
 
 ## Check a learner's exercise notebook: make check NB=01
 check: $(STAMP)
-	$(PY) -m prenorm_lib.exercises check $(wildcard notebooks/exercises/$(NB)_*.ipynb)
+	$(PY) -m prenorm_lib.course.exercises check $(wildcard notebooks/exercises/$(NB)_*.ipynb)
 
 ## Grade a folder of learner notebooks: make grade DIR=submissions/
 grade: $(STAMP)
-	$(PY) -m prenorm_lib.exercises grade $(DIR)
+	$(PY) -m prenorm_lib.course.exercises grade $(DIR)
 
 ## Experiment records (results/*.json): make experiments (all), make experiment NAME=ffn_ablation (one).
 experiments: $(STAMP)
-	$(PY) -m prenorm_lib.experiments run
+	$(PY) -m prenorm_lib.lab.experiments run
 
 experiment: $(STAMP)
-	$(PY) -m prenorm_lib.experiments run $(NAME)
+	$(PY) -m prenorm_lib.lab.experiments run $(NAME)
 
 figures: $(STAMP)
-	$(PY) -m prenorm_lib.figures
+	$(PY) -m prenorm_lib.lab.figures
 
 bench: $(STAMP)
-	$(PY) -m prenorm_lib.bench
+	$(PY) -m prenorm_lib.course.bench
 
 site: $(STAMP)
-	$(PY) -m prenorm_lib.site build
+	$(PY) -m prenorm_lib.course.site build
 
 ## Classroom mode: make demo NB=03
 demo: $(STAMP)
-	$(PY) -m prenorm_lib.classroom $(NB)
+	$(PY) -m prenorm_lib.course.classroom $(NB)
 
 clean:
 	rm -rf $(VENV) _site .pytest_cache

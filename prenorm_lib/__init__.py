@@ -1,8 +1,24 @@
 """prenorm_lib — the library behind the prenorm course.
 
-The notebooks explain and visualise; this package holds every piece of code they reuse.
-Stateless kernels live in :mod:`prenorm_lib.functional`; the modules below own the
-parameters, named and laid out as in the CS336 assignment so state dicts load both ways.
+The top level is the model a learner builds, one file per piece, in the order the
+notebooks introduce them: the stateless kernels (:mod:`~prenorm_lib.functional`), bias-free
+``Linear`` and ``Embedding`` (:mod:`~prenorm_lib.layers`), RMSNorm (:mod:`~prenorm_lib.norm`),
+the feed-forward networks (:mod:`~prenorm_lib.ffn`), rotary and absolute positions
+(:mod:`~prenorm_lib.rope`, :mod:`~prenorm_lib.positions`), attention, the block and the
+language model, plus the argument checks they share (:mod:`~prenorm_lib.validation`).
+Modules own the parameters, named and laid out as in the CS336 assignment, so state dicts
+load both ways.
+
+Its two neighbours import the model, never the other way round:
+
+- :mod:`prenorm_lib.lab` — experiments *on* the model: corpora, the training loop, probes,
+  timing, figures, sliders and the experiment records;
+- :mod:`prenorm_lib.course` — the course's own tools: exercise checks and grading, the
+  static site, the classroom view, the benchmark.
+
+``prenorm_lib.setup()``, the first line of every notebook, is the lab's
+:func:`~prenorm_lib.lab.reproducible.setup`; it is imported on first use, so importing
+the model alone loads no plotting library.
 """
 
 from prenorm_lib import functional
@@ -12,8 +28,9 @@ from prenorm_lib.ffn import GEGLU, Bilinear, FeedForward, ReGLU, SwiGLU, swiglu_
 from prenorm_lib.layers import Embedding, Linear
 from prenorm_lib.model import TransformerLM
 from prenorm_lib.norm import RMSNorm
-from prenorm_lib.reproducible import seed_everything, setup
 from prenorm_lib.rope import RotaryPositionalEmbedding
+
+_FROM_THE_LAB = ("setup", "seed_everything")
 
 __all__ = [
     "GEGLU",
@@ -33,3 +50,12 @@ __all__ = [
     "setup",
     "swiglu_hidden_dim",
 ]
+
+
+def __getattr__(name: str):
+    """``prenorm_lib.setup`` and ``prenorm_lib.seed_everything``, loaded from the lab when first asked for."""
+    if name in _FROM_THE_LAB:
+        from prenorm_lib.lab import reproducible
+
+        return getattr(reproducible, name)
+    raise AttributeError(f"module 'prenorm_lib' has no attribute {name!r}")

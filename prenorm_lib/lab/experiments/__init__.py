@@ -1,0 +1,265 @@
+"""Experiment records: runs too long for a notebook, made once by a command, plotted by the notebook.
+
+A notebook has a budget of seconds; a fair comparison (several variants, paired seeds,
+enough updates) can take minutes. Such an experiment lives in a module of this package
+and is run by ``python -m prenorm_lib.lab.experiments run NAME`` (``make experiment NAME=…``;
+``make experiments`` runs them all). The run writes a small JSON record,
+``results/NAME.json``: the configuration, every seed's curves, the library and machine it
+ran on, the wall time and the git commit. The notebook loads the record with
+:func:`load`, plots it, says how it was made, and runs a short live version itself.
+
+An experiment module defines
+
+- ``DESCRIPTION``: one line saying what it measures;
+- ``CONFIG``: a JSON-like dict of everything that decides the result, ``"seeds"`` included;
+- ``run_seed(config, seed) -> dict``: one seed's results (numbers, lists, strings);
+- optionally ``MAX_JOBS``: the most seeds run at once, whatever ``--jobs`` says (1 for a
+  timing experiment, whose seeds would otherwise compete for the cores they measure).
+
+A record whose configuration differs from the module's ``CONFIG`` is *stale*: :func:`load`
+refuses it, and the test suite fails, until the experiment is run again.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import pkgutil
+import platform
+import subprocess
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+RESULTS_DIR = Path(__file__).resolve().parents[3] / "results"
+REQUIRED = ("DESCRIPTION", "CONFIG", "run_seed")
+
+
+class StaleRecordError(RuntimeError):
+    """A record made with another configuration than the code's, or none at all."""
+
+
+@dataclass
+class Record:
+    """One experiment's results, as written to ``results/NAME.json``."""
+
+    name: str
+    description: str
+    config: dict[str, Any]
+    runs: dict[str, dict[str, Any]]  # seed (as a string: JSON keys) -> that seed's results
+    environment: dict[str, Any]
+    wall_seconds: float
+    commit: str
+    command: str
+
+    def by_seed(self) -> list[tuple[int, dict[str, Any]]]:
+        """``(seed, results)`` in the order of ``config["seeds"]``."""
+        return [(seed, self.runs[str(seed)]) for seed in self.config["seeds"]]
+
+    def made_how(self) -> str:
+        """One line for the notebook: the command, the time it took and where it ran."""
+        env = self.environment
+        return (
+            f"made by `{self.command}` in {self.wall_seconds / 60:.1f} min on {env['cpu']} "
+            f"({env['jobs']} process(es) × {env['threads_per_run']} thread), torch {env['torch']}, "
+            f"commit {self.commit[:12]}"
+        )
+
+
+def available() -> list[str]:
+    """The names of every experiment module, sorted."""
+    return sorted(
+        info.name for info in pkgutil.iter_modules([str(Path(__file__).parent)]) if not info.name.startswith("_")
+    )
+
+
+def experiment(name: str) -> ModuleType:
+    """The module of experiment ``name``, checked for what a record needs."""
+    names = available()
+    if name not in names:
+        raise ValueError(f"name must be one of the experiments {names}, got {name!r}")
+    module = importlib.import_module(f"{__name__}.{name}")
+    missing = [attribute for attribute in REQUIRED if not hasattr(module, attribute)]
+    if missing:
+        raise TypeError(f"experiment module {name} must define {', '.join(missing)}")
+    if not isinstance(module.CONFIG.get("seeds"), list | tuple) or not module.CONFIG["seeds"]:
+        raise TypeError(f"{name}.CONFIG must list its seeds under 'seeds'")
+    return module
+
+
+def _plain(config: dict[str, Any]) -> dict[str, Any]:
+    """The configuration as JSON gives it back (tuples become lists), for comparisons."""
+    return json.loads(json.dumps(config))
+
+
+def record_path(name: str, results_dir: Path | None = None) -> Path:
+    return (RESULTS_DIR if results_dir is None else Path(results_dir)) / f"{name}.json"
+
+
+def _commit() -> str:
+    root = RESULTS_DIR.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "prenorm_lib"], cwd=root,
+                               capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head.stdout.strip() + ("+uncommitted-changes" if dirty.stdout.strip() else "")
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment(jobs: int) -> dict[str, Any]:
+    """What the numbers depend on besides the code: versions, processor, parallelism."""
+    import numpy
+
+    return {
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "cpu": _cpu(),
+        "cpu_count": os.cpu_count(),
+        "jobs": jobs,
+        "threads_per_run": 1,
+    }
+
+
+def _run_one(name: str, config: dict[str, Any], seed: int) -> tuple[int, dict[str, Any], float]:
+    """One seed in a worker process: one torch thread, the module's own code."""
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    result = experiment(name).run_seed(config, seed)
+    return seed, result, time.perf_counter() - start
+
+
+def run(
+    name: str,
+    config: dict[str, Any] | None = None,
+    jobs: int = 1,
+    write: bool = False,
+    results_dir: Path | None = None,
+    log=print,
+) -> Record:
+    """Run experiment ``name`` over its seeds and return the record (written only if ``write``).
+
+    ``config`` defaults to the module's ``CONFIG``; a notebook passes a smaller one for its
+    live version (same code, fewer updates or seeds). ``jobs`` > 1 runs seeds in separate
+    processes, one torch thread each, so results do not depend on ``jobs``.
+    """
+    module = experiment(name)
+    jobs = min(jobs, getattr(module, "MAX_JOBS", jobs))
+    config = _plain(module.CONFIG if config is None else config)
+    seeds = list(config["seeds"])
+    start = time.perf_counter()
+    runs: dict[str, dict[str, Any]] = {}
+    if jobs > 1:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(_run_one, name, config, seed) for seed in seeds]
+            for future in futures:
+                seed, result, seconds = future.result()
+                runs[str(seed)] = result
+                log(f"{name}: seed {seed} done in {seconds:.0f} s")
+    else:
+        threads = torch.get_num_threads()
+        try:
+            for seed in seeds:
+                seed, result, seconds = _run_one(name, config, seed)
+                runs[str(seed)] = result
+        finally:
+            torch.set_num_threads(threads)
+    record = Record(
+        name=name,
+        description=module.DESCRIPTION,
+        config=config,
+        runs=_plain(runs),
+        environment=environment(jobs),
+        wall_seconds=round(time.perf_counter() - start, 1),
+        commit=_commit(),
+        command=f"make experiment NAME={name}",
+    )
+    if write:
+        path = record_path(name, results_dir)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(record), indent=1) + "\n", encoding="utf-8")
+        log(f"wrote {path.relative_to(path.parents[1])} ({record.wall_seconds / 60:.1f} min)")
+    return record
+
+
+def read(name: str, results_dir: Path | None = None) -> Record:
+    """The record of ``name`` as stored, stale or not."""
+    path = record_path(name, results_dir)
+    if not path.is_file():
+        raise StaleRecordError(f"no record {path.name} yet: run `make experiment NAME={name}`")
+    return Record(**json.loads(path.read_text(encoding="utf-8")))
+
+
+def staleness(name: str, results_dir: Path | None = None) -> str | None:
+    """Why the record of ``name`` cannot be used (missing, or made with another config), or None."""
+    try:
+        record = read(name, results_dir)
+    except StaleRecordError as error:
+        return str(error)
+    current = _plain(experiment(name).CONFIG)
+    if record.config != current:
+        changed = sorted(k for k in current.keys() | record.config.keys() if current.get(k) != record.config.get(k))
+        return (f"{name}.json was made with another configuration (differs in {', '.join(changed)}): "
+                f"run `make experiment NAME={name}`")
+    missing = [seed for seed in current["seeds"] if str(seed) not in record.runs]
+    if missing:
+        return f"{name}.json lacks seeds {missing}: run `make experiment NAME={name}`"
+    return None
+
+
+def load(name: str, results_dir: Path | None = None) -> Record:
+    """The record of ``name``; raises StaleRecordError if it does not match the code's CONFIG."""
+    problem = staleness(name, results_dir)
+    if problem:
+        raise StaleRecordError(problem)
+    return read(name, results_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m prenorm_lib.lab.experiments", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="every experiment, whether its record is current, and how long it took")
+    run_cmd = commands.add_parser("run", help="run experiments and write their records to results/")
+    run_cmd.add_argument("names", nargs="*", help="experiments to run (default: all)")
+    run_cmd.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="seeds run at once (processes)")
+    run_cmd.add_argument("--stale-only", action="store_true", help="skip experiments whose record is current")
+    commands.add_parser("check", help="exit 1 if any record is missing or stale")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        for name in available():
+            problem = staleness(name)
+            state = problem or f"current, {read(name).wall_seconds / 60:.1f} min"
+            print(f"{name:28} {experiment(name).DESCRIPTION}\n{'':28} {state}")
+        return 0
+    if args.command == "check":
+        problems = [p for p in map(staleness, available()) if p]
+        for problem in problems:
+            print(problem)
+        return 1 if problems else 0
+    for name in args.names or available():
+        if args.stale_only and staleness(name) is None:
+            print(f"{name}: record is current, skipped")
+            continue
+        run(name, jobs=args.jobs, write=True)
+    return 0

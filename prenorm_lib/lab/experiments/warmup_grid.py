@@ -1,0 +1,82 @@
+"""Does it train? Norm placement × learning rate × warmup, 50 updates, paired seeds (notebook 04, §5).
+
+Six-block models of the course's size (d_model 64, SwiGLU, RoPE) that differ only in the
+block: pre-norm, post-norm, no norm, and three controls — post-norm and no norm with the
+branches' last matrices initialised down by 1/√(2L) (``scaled_init``), and DeepNorm.
+Post-norm is also run with 4 blocks (Nguyen & Salazar 2019: without warmup post-norm
+trained at 4 layers and failed at 5 and 6). Every cell of the grid uses the same seeds,
+so seed s of every variant starts from the same batches in the same order.
+
+A run ends in one of three outcomes (the rule of exercise 4.3,
+:func:`prenorm_lib.lab.train.outcome_of`): it *trains* (final validation loss well
+below the unigram loss), *stalls* (within 0.1 nats of it) or *diverges* (inf/NaN or a
+loss blow-up; the step is recorded).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prenorm_lib.lab import data, train
+from prenorm_lib.lab.train import outcome_of
+
+DESCRIPTION = "6-block LMs: pre/post/no norm and three controls × lr × warmup, 50 updates, paired seeds"
+
+CONFIG: dict[str, Any] = {
+    "blocks": {
+        "pre": {"norm": "pre"},
+        "post": {"norm": "post"},
+        "none": {"norm": "none"},
+        "post, scaled init": {"norm": "post", "scaled_init": True},
+        "none, scaled init": {"norm": "none", "scaled_init": True},
+        "deepnorm": {"norm": "deepnorm"},
+        "post, 4 blocks": {"norm": "post", "num_layers": 4},
+    },
+    "num_layers": 6,
+    "lrs": [3e-3, 1e-2, 3e-2],
+    "warmups": [0, 20],
+    "steps": 50,
+    "batch_size": 16,
+    "context_length": 16,
+    "eval_every": 10,
+    "eval_batches": 4,
+    "seeds": [0, 1, 2, 3, 4],
+}
+
+
+def unigram_loss(corpus: data.Corpus) -> float:
+    """Entropy of the training words' frequencies: the loss of a model that ignores the context."""
+    counts = corpus.train_ids.bincount(minlength=corpus.vocab_size).double()
+    freq = counts[counts > 0] / counts.sum()
+    return -(freq * freq.log()).sum().item()
+
+
+def cell_key(block: str, lr: float, warmup: int) -> str:
+    """The record's key of one grid cell, e.g. "post|0.01|0"."""
+    return f"{block}|{lr:g}|{warmup}"
+
+
+def run_seed(config: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Every cell of the grid with seed ``seed``: outcome, final loss, divergence step, validation curve."""
+    corpus = data.make_corpus()
+    reference = unigram_loss(corpus)
+    cells: dict[str, Any] = {}
+    for block, options in config["blocks"].items():
+        options = {"num_layers": config["num_layers"], **options}
+        for warmup in config["warmups"]:
+            for lr in config["lrs"]:
+                run_config = train.TrainConfig(
+                    steps=config["steps"], batch_size=config["batch_size"], context_length=config["context_length"],
+                    lr=lr, warmup_steps=warmup, eval_every=config["eval_every"], eval_batches=config["eval_batches"],
+                    seed=seed, record_norms_every=config["steps"] + 1,
+                )
+                model = train.build_model(corpus, seed, context_length=config["context_length"], **options)
+                history = train.train(model, corpus, run_config, progress=False)
+                cells[cell_key(block, lr, warmup)] = {
+                    "outcome": outcome_of(history, reference),
+                    "final_val_loss": round(history.final_val_loss, 4) if history.diverged_at is None else None,
+                    "diverged_at": history.diverged_at,
+                    "val_steps": history.val_steps,
+                    "val_loss": [round(v, 4) for v in history.val_loss],
+                }
+    return {"unigram_loss": round(reference, 5), "cells": cells}

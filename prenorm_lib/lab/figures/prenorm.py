@@ -1,0 +1,852 @@
+"""Figures of notebook 04: the two block diagrams, Xiong et al.'s measurements, the grid, the frontier.
+
+The measurements the figures need live here too, so that the notebook and
+``python -m prenorm_lib.lab.figures`` draw from the same numbers:
+
+- :func:`ffn_grad_norms_over_seeds` — Xiong et al. 2020, Fig. 3: the gradient norm of each
+  block's feed-forward weights at initialisation, one row per seed;
+- :func:`branch_gains_over_seeds` — why a SwiGLU branch turns Fig. 3's post-norm profile over;
+- :func:`depth_profiles` — the residual stream and the gradient profile for every depth L,
+  precomputed for :func:`depth_slider`;
+- :func:`residual_norms_over_seeds` — their Lemma 2: the residual stream's squared norm by
+  depth at initialisation;
+- :func:`stability_grid` — short training runs over learning rate × warmup × placement
+  (the full grid is the experiment record ``warmup_grid``);
+- :func:`first_update_by_depth` — what Adam's first update does to each block type;
+- :func:`lr_sweep_summary` — the record ``frontier_lr_sweep`` (Wortsman et al.'s proxy).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
+from matplotlib.ticker import MaxNLocator
+
+from prenorm_lib.lab import probes
+from prenorm_lib.lab.data import Corpus, get_batch, make_corpus
+from prenorm_lib.lab.plotting import COLORS, mean_band
+from prenorm_lib.lab.sliders import LiveFigure
+from prenorm_lib.lab.train import History, TrainConfig, build_model, train
+
+PLACEMENT_LABELS = {
+    "pre": "pre-norm",
+    "post": "post-norm",
+    "none": "no norm",
+    "post, scaled init": "post-norm, scaled init",
+    "none, scaled init": "no norm, scaled init",
+    "deepnorm": "DeepNorm",
+    "post, 4 blocks": "post-norm, 4 blocks",
+}
+# colour and line style of every block variant the notebook compares
+VARIANT_STYLES = {
+    "pre": (COLORS["pre"], "-"),
+    "post": (COLORS["post"], "-"),
+    "none": (COLORS["none"], "-"),
+    "post, scaled init": (COLORS["post"], "--"),
+    "none, scaled init": (COLORS["none"], "--"),
+    "deepnorm": (COLORS["gelu"], "-"),
+    "pre-norm": (COLORS["pre"], "-"),
+    "pre-norm + QK-norm": (COLORS["pre"], "--"),
+    "sandwich": (COLORS["silu"], "-"),
+    "OLMo 2 (reordered + QK-norm)": (COLORS["swiglu"], "-"),
+    "DeepNorm": (COLORS["gelu"], "-"),
+    "ReZero": ("#8c564b", "-"),
+    "post-norm": (COLORS["post"], "-"),
+}
+
+
+def _style(variant: str) -> tuple[str, str]:
+    return VARIANT_STYLES.get(variant, (COLORS["reference"], ":"))
+
+
+def _label(variant: str) -> str:
+    return PLACEMENT_LABELS.get(variant, variant)
+
+# ---------------------------------------------------------------------------------------
+# Block diagrams
+# ---------------------------------------------------------------------------------------
+
+_STREAM_COLOR = "#222222"
+_BOX_W, _BOX_H = 2.3, 0.5
+_BRANCH_X = 2.75
+_GAP = 0.06  # arrows stop this short of the box they point at, so no head touches a label
+_TEXT_PT = 10.5
+
+
+def _box(ax, x: float, y: float, text: str, color: str, width: float = _BOX_W) -> None:
+    ax.add_patch(FancyBboxPatch(
+        (x - width / 2, y - _BOX_H / 2), width, _BOX_H, boxstyle="round,pad=0.02,rounding_size=0.08",
+        facecolor=color, edgecolor="#333333", linewidth=1.0, zorder=3,
+    ))
+    ax.text(x, y, text, ha="center", va="center", fontsize=_TEXT_PT, zorder=4,
+            color="white" if color in (COLORS["pre"], COLORS["post"]) else "#111111")
+
+
+def _plus(ax, x: float, y: float) -> None:
+    ax.add_patch(Circle((x, y), 0.19, facecolor="white", edgecolor=_STREAM_COLOR, linewidth=1.4, zorder=3))
+    ax.text(x, y, "+", ha="center", va="center", fontsize=13, zorder=4)
+
+
+def _arrow(ax, start: tuple[float, float], end: tuple[float, float], color: str = "#555555", lw: float = 1.2):
+    ax.annotate("", xy=end, xytext=start, zorder=2,
+                arrowprops=dict(arrowstyle="-|>", color=color, lw=lw, shrinkA=0, shrinkB=0, mutation_scale=12))
+
+
+def _branch(ax, y_split: float, y_join: float, boxes: Sequence[tuple[str, str]]) -> None:
+    """A side branch: leaves the stream at ``y_split``, runs up through ``boxes``, re-enters at a ⊕."""
+    ax.plot([0, _BRANCH_X], [y_split, y_split], color="#555555", lw=1.2, zorder=1)
+    ax.add_patch(Circle((0, y_split), 0.06, color=_STREAM_COLOR, zorder=3))
+    step = (y_join - y_split) / (len(boxes) + 1)
+    previous = y_split
+    for i, (text, color) in enumerate(boxes, start=1):
+        y = y_split + i * step
+        _arrow(ax, (_BRANCH_X, previous), (_BRANCH_X, y - _BOX_H / 2 - _GAP))
+        _box(ax, _BRANCH_X, y, text, color)
+        previous = y + _BOX_H / 2
+    ax.plot([_BRANCH_X, _BRANCH_X], [previous, y_join], color="#555555", lw=1.2, zorder=1)
+    _arrow(ax, (_BRANCH_X, y_join), (0.19 + _GAP, y_join))
+    _plus(ax, 0, y_join)
+
+
+def _stream(ax, y_from: float, y_to: float) -> None:
+    """A stretch of the residual stream, its head stopping short of what it enters."""
+    _arrow(ax, (0, y_from), (0, y_to - _GAP), color=_STREAM_COLOR, lw=2.4)
+
+
+def draw_block_diagram(ax, placement: str) -> None:
+    """Draw one pre-norm or post-norm block inside the LM on ``ax`` (boxes and arrows).
+
+    The residual stream is the thick vertical line on the left. In the pre-norm drawing
+    it runs straight from the embeddings to the final norm — only ⊕ joins sit on it; in
+    the post-norm drawing each ⊕ is followed by a norm *on* the stream.
+    """
+    if placement not in ("pre", "post"):
+        raise ValueError(f"placement must be 'pre' or 'post', got {placement!r}")
+    norm_color = COLORS[placement]
+    attn_color, ffn_color = "#dfe7f2", "#e9dcf2"
+    attention, feed_forward = "causal MHSA\n+ RoPE", "SwiGLU FFN"
+    _box(ax, 0, 0, "token embeddings", "#eeeeee")
+    ax.add_patch(Rectangle((-1.4, 0.55), 5.6, 5.6, fill=False, linestyle="--", edgecolor="#888888", lw=1.0))
+    ax.text(4.1, 0.68, "× L blocks", ha="right", va="bottom", fontsize=_TEXT_PT, color="#555555")
+    if placement == "pre":
+        _branch(ax, 0.95, 3.05, [("ln1: RMSNorm", norm_color), (attention, attn_color)])
+        _branch(ax, 3.45, 5.8, [("ln2: RMSNorm", norm_color), (feed_forward, ffn_color)])
+        _stream(ax, _BOX_H / 2, 3.05 - 0.19)
+        _stream(ax, 3.05 + 0.19, 5.8 - 0.19)
+        _stream(ax, 5.8 + 0.19, 6.65 - _BOX_H / 2)
+        _box(ax, 0, 6.65, "ln_final: RMSNorm", norm_color)
+        ax.text(-1.6, 3.2, "residual stream:\nx reaches the\ntop untouched", ha="right", va="center",
+                fontsize=_TEXT_PT, color="#333333")
+        title = "pre-norm: x + Attn(Norm(x)), h + FFN(Norm(h))"
+    else:
+        _branch(ax, 0.95, 2.45, [(attention, attn_color)])
+        _box(ax, 0, 3.05, "ln1: RMSNorm", norm_color)
+        _branch(ax, 3.6, 5.1, [(feed_forward, ffn_color)])
+        _box(ax, 0, 5.7, "ln2: RMSNorm", norm_color)
+        _stream(ax, _BOX_H / 2, 2.45 - 0.19)
+        _stream(ax, 2.45 + 0.19, 3.05 - _BOX_H / 2)
+        _stream(ax, 3.05 + _BOX_H / 2, 5.1 - 0.19)
+        _stream(ax, 5.1 + 0.19, 5.7 - _BOX_H / 2)
+        ax.plot([0, 0], [5.7 + _BOX_H / 2, 6.65], color=_STREAM_COLOR, lw=2.4, zorder=1)
+        ax.text(0.25, 6.7, "no final norm: the last\nblock already ends in one", ha="left", va="center",
+                fontsize=_TEXT_PT, color="#555555")
+        ax.text(-1.6, 3.2, "residual stream:\nrenormalised\nafter every sum", ha="right", va="center",
+                fontsize=_TEXT_PT, color="#333333")
+        title = "post-norm: Norm(x + Attn(x)), Norm(z + FFN(z))"
+    _stream(ax, 6.65 + (_BOX_H / 2 if placement == "pre" else 0), 7.55 - _BOX_H / 2)
+    _box(ax, 0, 7.55, "lm_head → logits", "#eeeeee")
+    ax.set_title(title, fontsize=12)
+    ax.set_xlim(-3.7, 4.3)
+    ax.set_ylim(-0.4, 7.95)
+    ax.set_aspect("equal")
+    ax.axis("off")
+
+
+def prenorm_vs_postnorm_diagram() -> plt.Figure:
+    """The two blocks side by side, inside the language model."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5.6))
+    for ax, placement in zip(axes, ("pre", "post"), strict=True):
+        draw_block_diagram(ax, placement)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# Xiong et al. 2020 at initialisation: Fig. 3 and Lemma 2
+# ---------------------------------------------------------------------------------------
+
+
+def _init_batch(corpus: Corpus, seed: int, batch_size: int, context_length: int):
+    generator = torch.Generator().manual_seed(10_000 + seed)
+    return get_batch(corpus.train_ids, batch_size, context_length, generator)  # (B, T) each
+
+
+def ffn_grad_norms_over_seeds(
+    corpus: Corpus, placement: str, num_layers: int = 6, seeds: Iterable[int] = range(8),
+    batch_size: int = 8, context_length: int = 32, weight: str = "all", **options,
+) -> np.ndarray:
+    """(n_seeds, num_layers): per block, the gradient norm of its FFN weights at initialisation.
+
+    Each seed builds a fresh model (:func:`prenorm_lib.lab.train.build_model`, with ``options``
+    such as ``ffn="relu"``) and draws its own training batch;
+    :func:`prenorm_lib.lab.probes.ffn_grad_norms_by_layer` takes one backward pass.
+    """
+    rows = []
+    for seed in seeds:
+        model = build_model(corpus, seed, norm=placement, num_layers=num_layers, context_length=context_length,
+                            **options)
+        x, y = _init_batch(corpus, seed, batch_size, context_length)
+        rows.append(probes.ffn_grad_norms_by_layer(model, x, y, weight=weight))
+    return np.array(rows)
+
+
+def residual_norms_over_seeds(
+    corpus: Corpus, placement: str, num_layers: int = 6, seeds: Iterable[int] = range(8),
+    batch_size: int = 8, context_length: int = 32, **options,
+) -> np.ndarray:
+    """(n_seeds, num_layers + 1): mean ‖x_l‖² of the residual stream at depth l = 0 … L, at init."""
+    rows = []
+    for seed in seeds:
+        model = build_model(corpus, seed, norm=placement, num_layers=num_layers, context_length=context_length,
+                            **options)
+        x, _ = _init_batch(corpus, seed, batch_size, context_length)
+        rows.append(probes.residual_norms(model, x))
+    return np.array(rows)
+
+
+def _draw_grad_norms(ax, norms: Mapping[str, np.ndarray]) -> None:
+    for placement, runs in norms.items():
+        layers = np.arange(1, runs.shape[1] + 1)
+        color, _ = _style(placement)
+        mean_band(ax, layers, runs, _label(placement), color=color)
+        ax.plot(layers, runs.mean(axis=0), "o", color=color, markersize=4)
+    ax.set_xlabel("layer (input side = 1)")
+    ax.set_ylim(bottom=0)
+    ax.set_xticks(np.arange(1, next(iter(norms.values())).shape[1] + 1))
+
+
+FFN_TITLES = {"relu": "ReLU FFN (as in the paper)", "silu": "SiLU FFN", "swiglu": "SwiGLU FFN (the modern block)"}
+
+
+def plot_fig3_by_ffn(grads: Mapping[str, Mapping[str, np.ndarray]]) -> plt.Figure:
+    """Xiong et al.'s Fig. 3 once per feed-forward network: ``grads[ffn][placement]`` is (n_seeds, L)."""
+    fig, axes = plt.subplots(1, len(grads), figsize=(4.9 * len(grads), 3.9), squeeze=False)
+    for ax, (ffn, norms) in zip(axes[0], grads.items(), strict=True):
+        _draw_grad_norms(ax, norms)
+        n_seeds = next(iter(norms.values())).shape[0]
+        ax.set_title(f"{FFN_TITLES.get(ffn, ffn)}, {n_seeds} seeds")
+    axes[0, 0].set_ylabel("‖∂loss/∂W_FFN‖ at init")
+    axes[0, 0].legend(loc="lower left")
+    return fig
+
+
+def fig3_grad_norms(corpus: Corpus, ffns: Sequence[str] = ("relu", "swiglu"), seeds: Iterable[int] = range(8),
+                    num_layers: int = 6) -> dict[str, dict[str, np.ndarray]]:
+    """``{ffn: {placement: (n_seeds, num_layers)}}``: Fig. 3's measurement for each FFN, pre and post."""
+    seeds = list(seeds)
+    return {ffn: {p: ffn_grad_norms_over_seeds(corpus, p, num_layers=num_layers, seeds=seeds, ffn=ffn)
+                  for p in ("pre", "post")} for ffn in ffns}
+
+
+def xiong_fig3_grad_norms() -> plt.Figure:
+    """Xiong et al. 2020, Fig. 3, at course scale: 6 layers, d_model 64, 8 seeds, ReLU and SwiGLU."""
+    return plot_fig3_by_ffn(fig3_grad_norms(make_corpus()))
+
+
+# ---------------------------------------------------------------------------------------
+# Why SwiGLU turns post-norm's profile over: the gains of a branch
+# ---------------------------------------------------------------------------------------
+
+
+def branch_gains_over_seeds(
+    corpus: Corpus, ffn: str, seeds: Iterable[int] = range(4), num_layers: int = 6, placement: str = "post",
+    batch_size: int = 8, context_length: int = 32,
+) -> dict[str, np.ndarray]:
+    """(n_seeds, L) arrays: :func:`prenorm_lib.lab.probes.branch_gains`, and for post-norm the gradient's
+    growth through each sub-layer on its way down.
+
+    ``"attn_factor"`` and ``"ffn_factor"`` of block l are ‖∂loss/∂(sub-layer input)‖ /
+    ‖∂loss/∂(sub-layer output)‖ (:func:`prenorm_lib.lab.probes.stream_gradient_norms` with
+    ``sublayers=True``); their product is the block's factor. ``"shared"`` (n_seeds, L + 1)
+    is :func:`prenorm_lib.lab.probes.shared_fraction_by_depth`.
+    """
+    rows: dict[str, list] = {}
+    for seed in seeds:
+        model = build_model(corpus, seed, norm=placement, num_layers=num_layers, ffn=ffn,
+                            context_length=context_length)
+        x, y = _init_batch(corpus, seed, batch_size, context_length)
+        for name, values in probes.branch_gains(model, x, y).items():
+            rows.setdefault(name, []).append(values)
+        rows.setdefault("shared", []).append(probes.shared_fraction_by_depth(model, x))
+        if placement == "post":
+            stream = np.array(probes.stream_gradient_norms(model, x, y, sublayers=True))  # x_0, z_1, y_1, z_2, …
+            rows.setdefault("attn_factor", []).append(stream[0:-1:2] / stream[1::2])
+            rows.setdefault("ffn_factor", []).append(stream[1::2] / stream[2::2])
+    return {name: np.array(values) for name, values in rows.items()}
+
+
+def plot_branch_gains(gains: Mapping[str, Mapping[str, np.ndarray]]) -> plt.Figure:
+    """Left: forward and backward gain of the FFN branch per FFN kind (mean over blocks and seeds).
+    Right: the share of the stream common to all positions, by depth.
+
+    A ReLU branch has equal bars; SwiGLU, a product of two linear maps, passes back about
+    twice what it adds. A ReLU's outputs are never negative, so they share a mean that the
+    post-norm stream accumulates; attention, an average over positions, then adds more.
+    """
+    fig, (ax, ax_shared) = plt.subplots(1, 2, figsize=(10.5, 3.9))
+    kinds = list(gains)
+    x = np.arange(len(kinds))
+    forward = [gains[k]["ffn_forward"].mean() for k in kinds]
+    backward = [gains[k]["ffn_backward"].mean() for k in kinds]
+    ax.bar(x - 0.19, forward, width=0.36, color=COLORS["input"], label="forward ‖F(u)‖²/‖u‖²")
+    ax.bar(x + 0.19, backward, width=0.36, color=COLORS["output"], label="backward ‖J_Fᵀg‖²/‖g‖²")
+    for i, (f, b) in enumerate(zip(forward, backward, strict=True)):
+        ax.text(i, max(f, b) + 0.012, f"ratio {b / f:.1f}", ha="center", va="bottom")
+    ax.set_xticks(x, [FFN_TITLES.get(k, k).split(" (")[0] for k in kinds])
+    ax.set_ylim(0, 1.5 * max(max(forward), max(backward)))
+    ax.set_ylabel("gain of the FFN branch")
+    ax.set_title("What each FFN adds vs passes back")
+    ax.grid(axis="x", visible=False)
+    ax.legend(loc="upper right")
+    for kind in kinds:
+        shared = gains[kind]["shared"]
+        color = COLORS.get(kind, COLORS["reference"])
+        depths = np.arange(shared.shape[1])
+        ax_shared.plot(depths, shared.mean(axis=0), "o-", color=color, markersize=4,
+                       label=FFN_TITLES.get(kind, kind).split(" (")[0])
+    ax_shared.set(xlabel="depth l (0 = embeddings)", ylabel="share common to all positions", ylim=(0, 1),
+                  title="The post-norm stream at init")
+    ax_shared.legend(loc="upper left")
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# Depth: the residual stream and the gradient profile for every L (the slider)
+# ---------------------------------------------------------------------------------------
+
+
+def depth_profiles(
+    corpus: Corpus, depths: Sequence[int], placements: Sequence[str] = ("pre", "post"),
+    seeds: Iterable[int] = range(3), ffn: str = "relu", batch_size: int = 8, context_length: int = 32,
+) -> dict:
+    """Everything the depth slider shows, for stacks of every depth L in ``depths``, at initialisation.
+
+    Returns ``{"depths": [...], "d_model": d, "stream": {p: [(L + 1,) mean ‖x_l‖²]},
+    "grads": {p: [(L,) mean FFN gradient by layer]}, "last": {p: (n_seeds, len(depths))}}``;
+    "last" is the last block's FFN gradient (Theorem 1).
+    """
+    seeds = list(seeds)
+    profiles: dict = {"depths": list(depths), "stream": {}, "grads": {}, "last": {}}
+    for placement in placements:
+        streams, grads, last = [], [], []
+        for L in depths:
+            stream_runs, grad_runs = [], []
+            for seed in seeds:
+                model = build_model(corpus, seed, norm=placement, num_layers=L, ffn=ffn, context_length=context_length)
+                x, y = _init_batch(corpus, seed, batch_size, context_length)
+                stream_runs.append(probes.residual_norms(model, x))
+                grad_runs.append(probes.ffn_grad_norms_by_layer(model, x, y))
+            streams.append(np.mean(stream_runs, axis=0))
+            grads.append(np.mean(grad_runs, axis=0))
+            last.append([run[-1] for run in grad_runs])
+        profiles["stream"][placement] = streams
+        profiles["grads"][placement] = grads
+        profiles["last"][placement] = np.array(last).T
+    profiles["d_model"] = model.token_embeddings.embedding_dim
+    return profiles
+
+
+def depth_slider(profiles: Mapping) -> LiveFigure:
+    """Slider over the depth L: the stream's ‖x_l‖²/d (with Lemma 2's band) and the FFN gradient by layer.
+
+    Everything is precomputed (:func:`depth_profiles`); a move only swaps the lines' data.
+    """
+    depths, d_model = list(profiles["depths"]), profiles["d_model"]
+    placements = list(profiles["stream"])
+    max_depth = max(depths)
+    fig, (ax_stream, ax_grad) = plt.subplots(1, 2, figsize=(9.6, 3.6))
+    band = np.arange(max_depth + 1)
+    low, high = lemma2_bounds(band, d_model)
+    ax_stream.fill_between(band, low / d_model, high / d_model, color=COLORS["pre"], alpha=0.12, linewidth=0,
+                           label="Lemma 2 band")
+    stream_lines, grad_lines = {}, {}
+    for placement in placements:
+        color, style = _style(placement)
+        (stream_lines[placement],) = ax_stream.plot([], [], "o" + style, color=color, markersize=4,
+                                                    label=_label(placement))
+        (grad_lines[placement],) = ax_grad.plot([], [], "o" + style, color=color, markersize=4)
+    top_stream = max(float(s[-1]) for runs in profiles["stream"].values() for s in runs) / d_model
+    top_grad = max(float(g.max()) for runs in profiles["grads"].values() for g in runs)
+    ax_stream.set(xlim=(-0.3, max_depth + 0.3), ylim=(0, 1.08 * max(top_stream, high[-1] / d_model)),
+                  xlabel="depth l (0 = embeddings)", ylabel="mean ‖x_l‖² / d")
+    ax_grad.set(xlim=(0.7, max_depth + 0.3), ylim=(0, 1.12 * top_grad), xlabel="layer (input side = 1)",
+                ylabel="‖∂loss/∂W_FFN‖")
+    for ax in (ax_stream, ax_grad):  # few ticks: tick labels are most of what a frame costs to draw
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=4))
+    ax_stream.legend(loc="upper left")
+    stream_title = ax_stream.set_title(" ")
+    grad_title = ax_grad.set_title(" ")
+
+    def update(L: int) -> None:
+        i = depths.index(L)
+        for placement in placements:
+            stream = profiles["stream"][placement][i] / d_model
+            grads = profiles["grads"][placement][i]
+            stream_lines[placement].set_data(np.arange(len(stream)), stream)
+            grad_lines[placement].set_data(np.arange(1, len(grads) + 1), grads)
+        stream_title.set_text(f"Residual stream, L = {L}")
+        ratios = ", ".join(f"{_label(p)} {profiles['grads'][p][i][-1] / profiles['grads'][p][i][0]:.2f}"
+                           for p in placements)
+        grad_title.set_text(f"last/first: {ratios}" if L > 1 else "FFN gradient, L = 1")
+
+    slider = widgets.SelectionSlider(options=depths, value=depths[len(depths) // 2], description="depth L",
+                                     continuous_update=True)
+    return LiveFigure(fig, update, {"L": slider},
+                      "Residual stream and FFN gradient by layer at initialisation (slider: depth L)")
+
+
+def lemma2_bounds(depths: np.ndarray, d_model: int) -> tuple[np.ndarray, np.ndarray]:
+    """Xiong et al.'s Lemma 2 bounds on E‖x_l‖² for pre-norm: (1 + l/2)·d and (1 + 3l/2)·d."""
+    depths = np.asarray(depths, dtype=float)
+    return (1 + depths / 2) * d_model, (1 + 3 * depths / 2) * d_model
+
+
+def plot_residual_norms(norms: Mapping[str, np.ndarray], d_model: int) -> plt.Figure:
+    """‖x_l‖² by depth, mean and min–max over seeds.
+
+    Left: pre- and post-norm on a linear scale with Lemma 2's band for pre-norm. Right:
+    every variant on a log scale, for the unnormalised stream that leaves the chart
+    (depths where a seed overflowed to inf are left out).
+    """
+    fig, (ax_lin, ax_log) = plt.subplots(1, 2, figsize=(10.5, 3.9))
+    depths = np.arange(next(iter(norms.values())).shape[1])
+    low, high = lemma2_bounds(depths, d_model)
+    ax_lin.fill_between(depths, low, high, color=COLORS["pre"], alpha=0.12, linewidth=0,
+                        label="Lemma 2 band")
+    for ax, placements in ((ax_lin, ("pre", "post")), (ax_log, tuple(norms))):
+        for placement in placements:
+            if placement not in norms:
+                continue
+            runs = norms[placement]
+            finite = np.isfinite(runs).all(axis=0)  # depths where no seed overflowed
+            shown = len(depths) if finite.all() else int(np.argmin(finite))
+            label = _label(placement) + ("" if shown == len(depths) else f" (inf beyond {shown - 1})")
+            color, style = _style(placement)
+            line = mean_band(ax, depths[:shown], runs[:, :shown], label, color=color, spread="minmax")
+            line.set_linestyle(style)
+            ax.plot(depths[:shown], runs[:, :shown].mean(axis=0), "o", color=color, markersize=4)
+        ax.set_xlabel("depth l (0 = embeddings)")
+        ax.set_ylabel("mean ‖x_l‖²")
+    ax_lin.legend(loc="upper left")
+    ax_log.legend(loc="upper left", fontsize=10)
+    ax_lin.set_ylim(bottom=0)
+    ax_lin.set_title(f"Pre- vs post-norm (d = {d_model})")
+    ax_log.set_yscale("log")
+    ax_log.set_title("Every variant, log scale")
+    return fig
+
+
+def plot_last_layer_grad_by_depth(grads: Mapping[str, np.ndarray], depths: Sequence[int]) -> plt.Figure:
+    """The last block's FFN gradient norm against depth L, with a 1/√L guide through pre-norm's first point."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    depths_arr = np.asarray(depths, dtype=float)
+    for placement, runs in grads.items():
+        color, _ = _style(placement)
+        mean_band(ax, depths_arr, runs, _label(placement), color=color)
+        ax.plot(depths_arr, runs.mean(axis=0), "o", color=color, markersize=4)
+    if "pre" in grads:
+        start = grads["pre"].mean(axis=0)[0]
+        ax.plot(depths_arr, start * np.sqrt(depths_arr[0] / depths_arr), ":", color=COLORS["reference"],
+                label="∝ 1/√L")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(depths_arr, [str(d) for d in depths])
+    ax.minorticks_off()
+    ax.set_xlabel("number of layers L")
+    ax.set_ylabel("last block's ‖∂loss/∂W_FFN‖")
+    ax.set_ylim(bottom=0)
+    ax.set_title("Theorem 1: last-layer gradient vs depth")
+    ax.legend(loc="lower left")
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# Training stability: learning rate × warmup × placement
+# ---------------------------------------------------------------------------------------
+
+
+def stability_grid(
+    corpus: Corpus, config: TrainConfig, placements: Sequence[str], lrs: Sequence[float],
+    warmups: Sequence[int], seeds: Sequence[int] = (0,), num_layers: int = 6,
+    done: Mapping[tuple[str, int, float, int], History] | None = None,
+) -> dict[tuple[str, int, float, int], History]:
+    """Train one small model per (placement, warmup, lr, seed); key → its History.
+
+    ``done`` holds runs already made (same keys), which are reused instead of retrained.
+    The full grid, with more seeds and the controls, is the experiment record ``warmup_grid``.
+    """
+    results = dict(done or {})
+    for placement in placements:
+        for warmup in warmups:
+            for lr in lrs:
+                for seed in seeds:
+                    key = (placement, warmup, lr, seed)
+                    if key not in results:
+                        run_config = replace(config, lr=lr, warmup_steps=warmup, seed=seed)
+                        model = build_model(corpus, seed, norm=placement, num_layers=num_layers,
+                                            context_length=config.context_length)
+                        results[key] = train(model, corpus, run_config, progress=False)
+    return results
+
+
+def grid_summary(record) -> dict[tuple[str, int, float], dict]:
+    """The ``warmup_grid`` record by cell (block, warmup, lr): every seed's outcome and final loss.
+
+    Each value holds ``"outcomes"`` (one per seed, in seed order), ``"losses"`` (final
+    validation loss, nan where the run diverged), ``"diverged_at"`` and ``"label"``, the
+    text of the cell: "trains 5/5", or the counts when seeds disagree.
+    """
+    config = record.config
+    runs = [run["cells"] for _, run in record.by_seed()]
+    summary = {}
+    for block in config["blocks"]:
+        for warmup in config["warmups"]:
+            for lr in config["lrs"]:
+                cells = [cells[f"{block}|{lr:g}|{warmup}"] for cells in runs]
+                outcomes = [cell["outcome"] for cell in cells]
+                counts = {o: outcomes.count(o) for o in ("trains", "stalls", "diverges") if o in outcomes}
+                label = "\n".join(f"{o} {n}/{len(outcomes)}" for o, n in counts.items())
+                summary[(block, warmup, lr)] = {
+                    "outcomes": outcomes,
+                    "losses": [math.nan if c["final_val_loss"] is None else c["final_val_loss"] for c in cells],
+                    "diverged_at": [c["diverged_at"] for c in cells],
+                    "label": label,
+                }
+    return summary
+
+
+def plot_stability_grid(
+    losses: Mapping[tuple[str, int, float], float], labels: Mapping[tuple[str, int, float], str],
+    placements: Sequence[str], warmups: Sequence[int], lrs: Sequence[float], reference: float | None = None,
+    title: str = "Does it train? learning rate × warmup × norm placement",
+) -> plt.Figure:
+    """Heatmap: rows = placements, columns = warmup × learning rate; NaN cells (diverged) are hatched.
+
+    ``losses`` gives the colour (final validation loss), ``labels`` the text in each cell,
+    both keyed ``(placement, warmup, lr)``. ``reference`` (e.g. the unigram loss) marks
+    where the colour scale tops out.
+    """
+    columns = [(w, lr) for w in warmups for lr in lrs]
+    grid = np.array([[losses[(p, w, lr)] for w, lr in columns] for p in placements], dtype=float)
+    finite = grid[np.isfinite(grid)]
+    vmax = reference if reference is not None else (finite.max() if finite.size else 1.0)
+    vmin = finite.min() if finite.size else 0.0
+    lines = max(label.count("\n") + 1 for label in labels.values())
+    fig, ax = plt.subplots(figsize=(3.6 + 1.25 * len(columns), 1.5 + (0.3 + 0.2 * lines) * len(placements)))
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis_r", vmin=vmin, vmax=vmax, aspect="auto")
+    for i, p in enumerate(placements):
+        for j, (w, lr) in enumerate(columns):
+            value = grid[i, j]
+            if not math.isfinite(value):
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="#dddddd", hatch="///",
+                                       edgecolor="#999999", linewidth=0))
+            dark = math.isfinite(value) and (value - vmin) > 0.5 * (vmax - vmin)  # viridis_r: high = dark
+            ax.text(j, i, labels[(p, w, lr)], ha="center", va="center", fontsize=10, linespacing=1.0,
+                    color="white" if dark else "#111111")
+    ax.set_xticks(range(len(columns)), [f"lr {lr:g}\nwarmup {w}" for w, lr in columns])
+    ax.set_yticks(range(len(placements)), [_label(p) for p in placements])
+    ax.grid(False)
+    for j in range(len(lrs), len(columns), len(lrs)):
+        ax.axvline(j - 0.5, color="white", lw=4)
+    colorbar = fig.colorbar(image, ax=ax, shrink=0.85)
+    colorbar.set_label("final validation loss")
+    ax.set_title(title)
+    return fig
+
+
+def plot_loss_curves(histories: Mapping[str, History], reference: float | None = None,
+                     title: str | None = None) -> plt.Figure:
+    """Training loss per step (line, where recorded) and validation loss where it was measured (markers).
+
+    A "history" is anything with ``val_steps`` and ``val_loss`` (and optionally
+    ``train_loss``): a :class:`~prenorm_lib.lab.train.History`, or a run of an experiment record.
+    """
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for i, (name, history) in enumerate(histories.items()):
+        color = f"C{i}"
+        train_loss = getattr(history, "train_loss", None)
+        if train_loss:
+            ax.plot(np.arange(1, len(train_loss) + 1), train_loss, color=color, lw=1.2, label=name)
+            ax.plot(history.val_steps, history.val_loss, "o", color=color, markersize=5, markeredgecolor="white")
+        else:
+            ax.plot(history.val_steps, history.val_loss, "o-", color=color, markersize=5, label=name)
+    if reference is not None:
+        ax.axhline(reference, color=COLORS["reference"], ls=":", lw=1.2, label="unigram loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats)")
+    if title:
+        ax.set_title(title)
+    ax.legend(loc="upper right")
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# Why warmup: Adam's first update, and how much it moves each model (Xiong vs Liu et al.)
+# ---------------------------------------------------------------------------------------
+
+
+def first_update_by_depth(
+    corpus: Corpus, variants: Mapping[str, Mapping], depths: Sequence[int], seeds: Iterable[int] = range(3),
+    lr: float = 1e-3, batch_size: int = 16, context_length: int = 16,
+) -> dict[str, dict]:
+    """For each variant (name → build_model options) and depth L: :func:`probes.adam_first_step`.
+
+    Returns ``{variant: {"output_change": (n_seeds, len(depths)), "update_ratio": [per seed,
+    per depth, (L,) by block], "gradient": [same]}}``: the change of the final representation
+    after one Adam update of size ``lr``, and what the update and the gradient were per block.
+    """
+    seeds = list(seeds)
+    results = {}
+    for name, options in variants.items():
+        change = np.zeros((len(seeds), len(depths)))
+        ratios, gradients = [], []
+        for i, seed in enumerate(seeds):
+            ratios.append([])
+            gradients.append([])
+            for j, L in enumerate(depths):
+                model = build_model(corpus, seed, num_layers=L, context_length=context_length, **options)
+                x, y = _init_batch(corpus, seed, batch_size, context_length)
+                step = probes.adam_first_step(model, x, y, lr)
+                change[i, j] = step["output_change"]
+                blocks = [f"layers.{b}" for b in range(L)]
+                ratios[i].append(np.array([step["update_ratio"][b] for b in blocks]))
+                gradients[i].append(np.array([step["gradient"][b] for b in blocks]))
+        results[name] = {"output_change": change, "update_ratio": ratios, "gradient": gradients}
+    return results
+
+
+def plot_first_update(results: Mapping[str, dict], depths: Sequence[int], at_depth: int,
+                      by_layer: Sequence[str] = ("pre", "post")) -> plt.Figure:
+    """Left: per block at depth ``at_depth``, the gradient and Adam's update relative to block 1
+    (for the variants in ``by_layer``). Right: how much one such update moves the final
+    representation, against the depth L (every variant).
+    """
+    fig, (ax_layers, ax_depth) = plt.subplots(1, 2, figsize=(10.5, 3.9))
+    j = list(depths).index(at_depth)
+    blocks = np.arange(1, at_depth + 1)
+    for name, result in results.items():
+        color, style = _style(name)
+        if name in by_layer:
+            gradient = np.mean([runs[j] / runs[j][0] for runs in result["gradient"]], axis=0)
+            update = np.mean([runs[j] / runs[j][0] for runs in result["update_ratio"]], axis=0)
+            ax_layers.plot(blocks, gradient, "o:", color=color, markersize=4, label=f"{_label(name)}: gradient")
+            ax_layers.plot(blocks, update, "s-", color=color, markersize=4, label=f"{_label(name)}: Adam update")
+        mean_band(ax_depth, np.asarray(depths, dtype=float), result["output_change"], _label(name), color=color,
+                  spread="minmax").set_linestyle(style)
+        ax_depth.plot(depths, result["output_change"].mean(axis=0), "o", color=color, markersize=4)
+    ax_layers.axhline(1.0, color=COLORS["reference"], lw=0.8)
+    ax_layers.set(xlabel="block (input side = 1)", ylabel="relative to block 1", xticks=blocks,
+                  title=f"One Adam step, L = {at_depth}")
+    ax_layers.legend(loc="lower left")
+    ax_layers.set_ylim(0, 1.3)
+    ax_depth.set_xscale("log", base=2)
+    ax_depth.set_xticks(depths, [str(d) for d in depths])
+    ax_depth.minorticks_off()
+    ax_depth.set(xlabel="number of layers L", ylabel="‖Δh‖ / ‖h‖ of the final state",
+                 title="How far one update moves the output")
+    ax_depth.set_ylim(bottom=0)
+    ax_depth.legend(loc="upper left")
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# The trained LM: loss and subject-verb agreement over training
+# ---------------------------------------------------------------------------------------
+
+
+def plot_training_with_agreement(history: History, reference: float | None = None) -> plt.Figure:
+    """Left: training and validation loss. Right: agreement accuracy (``history.metrics``) at each evaluation."""
+    fig, (ax_loss, ax_agree) = plt.subplots(1, 2, figsize=(10.5, 3.8))
+    steps = np.arange(1, len(history.train_loss) + 1)
+    ax_loss.plot(steps, history.train_loss, color=COLORS["pre"], lw=1.0, alpha=0.6, label="training batch")
+    ax_loss.plot(history.val_steps, history.val_loss, "o-", color=COLORS["pre"], markersize=4, label="validation")
+    if reference is not None:
+        ax_loss.axhline(reference, color=COLORS["reference"], ls=":", lw=1.2, label="unigram loss")
+    ax_loss.set(xlabel="update", ylabel="cross-entropy (nats)", title="Loss")
+    ax_loss.legend(loc="upper right")
+    names = {"agreement": ("all sentences", "-"), "agreement_attractor": ("attractor in between", "--")}
+    for key, (label, style) in names.items():
+        if key in history.metrics:
+            ax_agree.plot(history.val_steps, history.metrics[key], "o" + style, color=COLORS["swiglu"],
+                          markersize=4, label=label)
+    ax_agree.axhline(0.5, color=COLORS["reference"], ls=":", lw=1.2, label="chance")
+    ax_agree.set(xlabel="update", ylabel="right verb form", ylim=(0, 1.05), title="Subject-verb agreement")
+    ax_agree.legend(loc="lower right")
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# The frontier: Wortsman et al.'s learning-rate sweep per block type
+# ---------------------------------------------------------------------------------------
+
+
+def _over_finite(runs: np.ndarray, reduce) -> np.ndarray:
+    runs = np.asarray(runs, dtype=float)
+    return np.array([reduce(column[np.isfinite(column)]) if np.isfinite(column).any() else np.nan
+                     for column in runs.T])
+
+
+def mean_over_finite(runs: np.ndarray) -> np.ndarray:
+    """Column means over the finite entries of (n_seeds, n) ``runs``; nan where no seed finished (no warning)."""
+    return _over_finite(runs, np.mean)
+
+
+def median_over_finite(runs: np.ndarray) -> np.ndarray:
+    """Column medians over the finite entries of (n_seeds, n) ``runs``; nan where no seed finished."""
+    return _over_finite(runs, np.median)
+
+
+def lr_sweep_summary(record) -> dict[str, dict[str, np.ndarray]]:
+    """The ``frontier_lr_sweep`` record per block type: (n_seeds, n_lrs) arrays, nan where a run diverged.
+
+    ``"loss"``: final validation loss; ``"logit"``: the largest attention logit at the end
+    of training; ``"loss_mean"`` and ``"logit_median"`` (n_lrs,): over the seeds that
+    finished, nan if none did; ``"diverged"`` (n_lrs,): how many seeds diverged.
+    """
+    lrs = record.config["lrs"]
+    summary = {}
+    for block in record.config["blocks"]:
+        loss, logit = [], []
+        for _, runs in record.by_seed():
+            cells = [runs[f"{block}|{lr:g}"] for lr in lrs]
+            loss.append([math.nan if c["diverged_at"] is not None else c["final_val_loss"] for c in cells])
+            logit.append([math.nan if c["diverged_at"] is not None else c["max_logit"][-1] for c in cells])
+        loss, logit = np.array(loss), np.array(logit)
+        summary[block] = {"loss": loss, "logit": logit, "loss_mean": mean_over_finite(loss),
+                          "logit_median": median_over_finite(logit), "diverged": (~np.isfinite(loss)).sum(axis=0)}
+    return summary
+
+
+def plot_lr_sweep(summary: Mapping[str, Mapping[str, np.ndarray]], lrs: Sequence[float]) -> plt.Figure:
+    """Left: final validation loss against learning rate per block type (mean and min–max over the seeds
+    that finished); right: the largest attention logit at the end of training (median and min–max,
+    log scale). A learning rate at which every seed diverged is left out of the line."""
+    fig, (ax_loss, ax_logit) = plt.subplots(1, 2, figsize=(11, 4.6))
+    lrs_arr = np.asarray(lrs, dtype=float)
+    for block, arrays in summary.items():
+        color, style = _style(block)
+        for ax, runs, center in ((ax_loss, arrays["loss"], arrays["loss_mean"]),
+                                 (ax_logit, arrays["logit"], arrays["logit_median"])):
+            shown = np.isfinite(center)
+            low = _over_finite(runs, np.min)[shown]
+            high = _over_finite(runs, np.max)[shown]
+            ax.plot(lrs_arr[shown], center[shown], "o" + style, color=color, markersize=4, label=block)
+            ax.fill_between(lrs_arr[shown], low, high, color=color, alpha=0.15, linewidth=0)
+    for ax in (ax_loss, ax_logit):
+        ax.set_xscale("log")
+        ax.set_xticks(lrs_arr, [f"{lr:g}" for lr in lrs])
+        ax.minorticks_off()
+        ax.set_xlabel("peak learning rate")
+    ax_loss.set(ylabel="final validation loss", title="LR sensitivity: loss")
+    ax_logit.set(ylabel="largest |attention logit|", yscale="log", title="Attention-logit growth")
+    fig.legend(*ax_loss.get_legend_handles_labels(), loc="outside right center", fontsize=10)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------
+# Registries: the key figure (make figures) and every drawing, checked for legibility
+# ---------------------------------------------------------------------------------------
+
+
+FIGURES = {
+    "prenorm_vs_postnorm_diagram": prenorm_vs_postnorm_diagram,
+    "xiong_fig3_grad_norms": xiong_fig3_grad_norms,
+}
+
+
+def _small_corpus() -> Corpus:
+    return make_corpus(n_train_sentences=2_000, n_val_sentences=200)
+
+
+def _residual_norms_example() -> plt.Figure:
+    corpus = _small_corpus()
+    norms = {"pre": residual_norms_over_seeds(corpus, "pre", seeds=range(2)),
+             "post": residual_norms_over_seeds(corpus, "post", seeds=range(2)),
+             "none": residual_norms_over_seeds(corpus, "none", num_layers=6, seeds=range(2)),
+             "none, scaled init": residual_norms_over_seeds(corpus, "none", seeds=range(2), scaled_init=True)}
+    return plot_residual_norms(norms, 64)
+
+
+def _depth_example() -> LiveFigure:
+    return depth_slider(depth_profiles(_small_corpus(), (1, 2, 4, 8), seeds=range(2)))
+
+
+def _last_layer_example() -> plt.Figure:
+    profiles = depth_profiles(_small_corpus(), (1, 2, 4, 8), seeds=range(2))
+    return plot_last_layer_grad_by_depth(profiles["last"], profiles["depths"])
+
+
+def _branch_gains_example() -> plt.Figure:
+    corpus = _small_corpus()
+    return plot_branch_gains({ffn: branch_gains_over_seeds(corpus, ffn, seeds=range(2)) for ffn in ("relu", "swiglu")})
+
+
+def _grid_example() -> plt.Figure:
+    from prenorm_lib.lab import experiments
+
+    record = experiments.load("warmup_grid")
+    summary = grid_summary(record)
+    config = record.config
+    losses = {key: float(np.nanmean(cell["losses"])) if not all(map(math.isnan, cell["losses"])) else math.nan
+              for key, cell in summary.items()}
+    labels = {key: cell["label"] for key, cell in summary.items()}
+    return plot_stability_grid(losses, labels, list(config["blocks"]), config["warmups"], config["lrs"],
+                               reference=record.runs["0"]["unigram_loss"])
+
+
+def _loss_curves_example() -> plt.Figure:
+    from types import SimpleNamespace
+
+    from prenorm_lib.lab import experiments
+
+    cells = experiments.load("warmup_grid").runs["0"]["cells"]
+    return plot_loss_curves({name: SimpleNamespace(**cells[key]) for name, key in
+                             (("pre-norm", "pre|0.01|0"), ("post-norm", "post|0.01|0"))}, reference=3.8)
+
+
+def _first_update_example() -> plt.Figure:
+    variants = {"pre": {"norm": "pre"}, "post": {"norm": "post"}, "post, scaled init": {"norm": "post",
+                                                                                         "scaled_init": True}}
+    return plot_first_update(first_update_by_depth(_small_corpus(), variants, (2, 4), seeds=range(2)), (2, 4), 4)
+
+
+def _training_example() -> plt.Figure:
+    history = History(train_loss=[4.0, 3.0, 2.5, 2.4], val_steps=[0, 2, 4], val_loss=[4.2, 2.9, 2.4],
+                      metrics={"agreement": [0.5, 0.7, 0.95], "agreement_attractor": [0.4, 0.3, 0.9]})
+    return plot_training_with_agreement(history, reference=3.8)
+
+
+def _lr_sweep_example() -> plt.Figure:
+    from prenorm_lib.lab import experiments
+
+    record = experiments.load("frontier_lr_sweep")
+    return plot_lr_sweep(lr_sweep_summary(record), record.config["lrs"])
+
+
+EXAMPLES = {
+    "residual_norms": _residual_norms_example,
+    "depth_slider": _depth_example,
+    "last_layer_grad_by_depth": _last_layer_example,
+    "branch_gains": _branch_gains_example,
+    "stability_grid": _grid_example,
+    "loss_curves": _loss_curves_example,
+    "first_update": _first_update_example,
+    "training_with_agreement": _training_example,
+    "lr_sweep": _lr_sweep_example,
+}

@@ -1,0 +1,340 @@
+"""The one training loop of the course, sized to run an experiment in seconds on one core.
+
+Used by notebooks 02–04 to compare feed-forward networks, positional encodings and norm
+placements on the grammar corpus of :mod:`prenorm_lib.lab.data`. The loop is the standard
+recipe of the CS336 handout and of GPT-style training: AdamW, linear warmup then cosine
+decay, gradient clipping. Two things are course-specific:
+
+- a run that blows up is an *outcome*, not an error: the loop stops and records
+  ``diverged_at`` (an exploding post-norm grid cell is something to look at, not a
+  traceback);
+- it records what the notebooks plot: losses, per-layer gradient norms and the residual
+  stream's norm at every depth, every ``record_norms_every`` steps.
+
+Same seeds, same history, bit for bit (on one thread; :func:`prenorm_lib.setup` sets it).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from prenorm_lib import validation
+from prenorm_lib.ffn import default_hidden_dim
+from prenorm_lib.lab.data import VOCABULARY, Corpus, get_batch
+from prenorm_lib.lab.probes import gradient_norms_by_layer, next_token_loss, recording_residual_norms
+from prenorm_lib.model import TransformerLM
+
+VAL_BATCH_SEED = 2020  # every run is scored on the same validation windows
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that decides a run besides the model. ``grad_clip=None`` turns clipping off."""
+
+    steps: int = 200
+    batch_size: int = 16
+    context_length: int = 32
+    lr: float = 3e-3
+    warmup_steps: int = 20
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float | None = 1.0
+    eval_every: int = 25
+    eval_batches: int = 4
+    seed: int = 0
+    divergence_factor: float = 3.0
+    record_norms_every: int = 25
+
+    def __post_init__(self):
+        for name in ("steps", "batch_size", "context_length", "eval_every", "eval_batches", "record_norms_every"):
+            validation.positive_int(name, getattr(self, name))
+        validation.positive_float("lr", self.lr)
+        validation.positive_float("divergence_factor", self.divergence_factor)
+        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be an int >= 0, got {self.warmup_steps!r}")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio}")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if self.grad_clip is not None:
+            validation.positive_float("grad_clip", self.grad_clip)
+
+
+def lr_at(step: int, config: TrainConfig) -> float:
+    """Learning rate for update number ``step`` (1 … steps); ``lr_at(0)`` is the warmup's start.
+
+    Linear warmup from 0 to ``lr`` over ``warmup_steps``, then a half cosine down to
+    ``min_lr_ratio · lr`` at ``steps``, flat after that (the CS336 schedule).
+    """
+    if step < config.warmup_steps:
+        return config.lr * step / config.warmup_steps
+    min_lr = config.min_lr_ratio * config.lr
+    if step >= config.steps:
+        return min_lr
+    progress = (step - config.warmup_steps) / (config.steps - config.warmup_steps)
+    return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (config.lr - min_lr)
+
+
+@dataclass
+class History:
+    """What one run recorded. Steps count updates: step s is "after s updates".
+
+    ``train_loss[s - 1]`` is the loss of the batch used for update s (before it);
+    ``learning_rates`` and ``total_grad_norm`` (before clipping) are per update too.
+    ``grad_norms`` maps each layer ("token_embeddings", "layers.0", …, "lm_head") to its
+    gradient norm before clipping at the updates in ``norm_steps``; ``residual_norms``
+    holds, for the same updates, the mean squared norm of the residual stream at depths
+    0 … L (embedding, then after each block) of that update's forward pass. ``metrics``
+    holds what an ``on_eval`` probe measured, one value per entry of ``val_steps``.
+    """
+
+    train_loss: list[float] = field(default_factory=list)
+    val_steps: list[int] = field(default_factory=list)
+    val_loss: list[float] = field(default_factory=list)
+    learning_rates: list[float] = field(default_factory=list)
+    total_grad_norm: list[float] = field(default_factory=list)
+    norm_steps: list[int] = field(default_factory=list)
+    grad_norms: dict[str, list[float]] = field(default_factory=dict)
+    residual_norms: list[list[float]] = field(default_factory=list)
+    metrics: dict[str, list[float]] = field(default_factory=dict)
+    diverged_at: int | None = None
+    seconds: float = 0.0
+
+    @property
+    def final_val_loss(self) -> float:
+        """Validation loss after the last update; nan if the run diverged."""
+        if self.diverged_at is not None or not self.val_loss:
+            return math.nan
+        return self.val_loss[-1]
+
+    def status(self) -> str:
+        """"1.23" (final validation loss) or "diverged at step 37"."""
+        if self.diverged_at is not None:
+            return f"diverged at step {self.diverged_at}"
+        return f"{self.final_val_loss:.2f}"
+
+
+def _parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Decay matrices only: shrinking a norm's gain or nothing else is not regularisation."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _validation_batches(corpus: Corpus, config: TrainConfig) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(VAL_BATCH_SEED)
+    return [
+        get_batch(corpus.val_ids, config.batch_size, config.context_length, generator)
+        for _ in range(config.eval_batches)
+    ]
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """Where the model's parameters live; batches are moved there (CPU for a parameterless model)."""
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
+
+
+def evaluate(model: nn.Module, batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> float:
+    """Mean next-token loss over ``batches`` in eval mode, without gradients."""
+    was_training = model.training
+    device = model_device(model)
+    model.eval()
+    with torch.no_grad():
+        loss = sum(next_token_loss(model, x.to(device), y.to(device)).item() for x, y in batches) / len(batches)
+    model.train(was_training)
+    return loss
+
+
+def loss_by_position(model: nn.Module, ids: torch.Tensor, context_length: int, windows: int = 256,
+                     seed: int = VAL_BATCH_SEED) -> torch.Tensor:
+    """Mean next-token loss at each position 0 … context_length − 1: shape (context_length,).
+
+    Scores ``windows`` windows of ``ids`` (drawn with ``seed``, so every model reads the
+    same text) in eval mode. Position t predicts token t + 1 having read t + 1 tokens, so
+    the curve falls while the context fills; where the model has never been trained
+    (beyond its training length) it shows whether positions still work.
+    """
+    validation.positive_int("windows", windows)
+    x, y = get_batch(ids, windows, context_length, torch.Generator().manual_seed(seed))
+    device = model_device(model)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        logits = model(x.to(device))  # (windows, T, vocab_size)
+        losses = nn.functional.cross_entropy(logits.transpose(1, 2), y.to(device), reduction="none")  # (windows, T)
+    model.train(was_training)
+    return losses.mean(dim=0).cpu()  # (T,)
+
+
+def _has_diverged(loss: float, initial_loss: float | None, factor: float) -> bool:
+    if not math.isfinite(loss):
+        return True
+    return initial_loss is not None and loss > factor * initial_loss
+
+
+def train(
+    model: nn.Module,
+    corpus: Corpus,
+    config: TrainConfig | None = None,
+    progress: bool = True,
+    on_eval: Callable[[nn.Module], dict[str, float]] | None = None,
+) -> History:
+    """Train ``model`` on ``corpus`` in place and return what happened.
+
+    The run stops early, recording ``diverged_at``, when a loss is inf/NaN or exceeds
+    ``divergence_factor`` × the first step's loss; it never raises for that. Batches are
+    drawn from a generator seeded with ``config.seed`` (on the CPU, so the batch order is
+    the same on every device) and moved to the model's device; validation windows are the
+    same for every run. ``on_eval(model)``, if given, runs at every evaluation (step 0
+    included) and returns named numbers, recorded in ``history.metrics`` — e.g. the
+    agreement accuracy over training.
+    """
+    config = TrainConfig() if config is None else config
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    if not isinstance(corpus, Corpus):
+        raise TypeError(f"corpus must be a Corpus (see prenorm_lib.lab.data.make_corpus), got {type(corpus).__name__}")
+    if on_eval is not None and not callable(on_eval):
+        raise TypeError(f"on_eval must be a function model -> dict of numbers, got {type(on_eval).__name__}")
+    history = History()
+    device = model_device(model)
+    generator = torch.Generator().manual_seed(config.seed)
+    val_batches = _validation_batches(corpus, config)
+    optimizer = torch.optim.AdamW(
+        _parameter_groups(model, config.weight_decay), lr=lr_at(0, config), betas=config.betas,
+        foreach=True,  # one fused update over all tensors: on CPU a quarter cheaper than the loop
+    )
+    max_norm = math.inf if config.grad_clip is None else config.grad_clip
+    initial_loss = None
+    model.train()
+    start = time.perf_counter()
+    history.val_steps.append(0)
+    history.val_loss.append(evaluate(model, val_batches))
+    _record_metrics(history, model, on_eval)
+    bar = tqdm(total=config.steps, disable=not progress, desc="training", leave=False)
+    for step in range(1, config.steps + 1):
+        lr = lr_at(step, config)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        x, y = get_batch(corpus.train_ids, config.batch_size, config.context_length, generator)
+        x, y = x.to(device), y.to(device)
+        record_norms = step % config.record_norms_every == 0 or step == 1
+        if record_norms:
+            with recording_residual_norms(model) as depth_norms:
+                loss = next_token_loss(model, x, y)
+        else:
+            loss = next_token_loss(model, x, y)
+        loss_value = loss.item()
+        if _has_diverged(loss_value, initial_loss, config.divergence_factor):
+            history.diverged_at = step
+            break
+        initial_loss = loss_value if initial_loss is None else initial_loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if record_norms:
+            history.norm_steps.append(step)
+            for name, norm in gradient_norms_by_layer(model).items():
+                history.grad_norms.setdefault(name, []).append(norm)
+            history.residual_norms.append(depth_norms)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm).item()
+        optimizer.step()
+        history.train_loss.append(loss_value)
+        history.learning_rates.append(lr)
+        history.total_grad_norm.append(grad_norm)
+        if step % config.eval_every == 0 or step == config.steps:
+            val_loss = evaluate(model, val_batches)
+            if not math.isfinite(val_loss):
+                history.diverged_at = step
+                break
+            history.val_steps.append(step)
+            history.val_loss.append(val_loss)
+            _record_metrics(history, model, on_eval)
+            bar.set_postfix(train=f"{loss_value:.3f}", val=f"{val_loss:.3f}", refresh=False)
+        bar.update()
+    bar.close()
+    history.seconds = time.perf_counter() - start
+    return history
+
+
+def _record_metrics(history: History, model: nn.Module, on_eval) -> None:
+    if on_eval is None:
+        return
+    for name, value in on_eval(model).items():
+        history.metrics.setdefault(name, []).append(float(value))
+
+
+_MODEL_ARGUMENTS = tuple(inspect.signature(TransformerLM).parameters)
+
+
+def model_config(**overrides) -> dict:
+    """Keyword arguments of the course's tiny TransformerLM, with ``overrides`` applied.
+
+    Defaults: the grammar's vocabulary, d_model 64, 2 layers, 4 heads, context 32, RoPE
+    (θ = 10000), pre-norm, SwiGLU. Unless given, ``d_ff`` is the FFN kind's default
+    (:func:`prenorm_lib.ffn.default_hidden_dim`: 192 for SwiGLU, 256 for ReLU/SiLU).
+    """
+    unknown = sorted(set(overrides) - set(_MODEL_ARGUMENTS))
+    if unknown:
+        raise ValueError(f"unknown TransformerLM arguments {unknown}; expected some of {list(_MODEL_ARGUMENTS)}")
+    config = dict(
+        vocab_size=len(VOCABULARY), context_length=32, d_model=64, num_layers=2, num_heads=4,
+        rope_theta=10000.0, norm="pre", ffn="swiglu",
+    )
+    config.update(overrides)
+    if "d_ff" not in overrides:
+        config["d_ff"] = default_hidden_dim(config["ffn"], config["d_model"])
+    return config
+
+
+def build_model(corpus: Corpus, seed: int = 0, **overrides) -> TransformerLM:
+    """A TransformerLM for ``corpus``, initialised from ``seed`` without touching global RNG state."""
+    config = model_config(**{"vocab_size": corpus.vocab_size, **overrides})
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return TransformerLM(**config)
+
+
+def run_seeds(
+    make_model: Callable[[int], nn.Module],
+    corpus: Corpus,
+    config: TrainConfig,
+    seeds: Sequence[int],
+    progress: bool = True,
+) -> list[History]:
+    """Train ``make_model(seed)`` with ``config.seed = seed`` for each seed; one History each."""
+    if not callable(make_model):
+        raise TypeError(f"make_model must be a function seed -> model, got {type(make_model).__name__}")
+    return [train(make_model(seed), corpus, replace(config, seed=seed), progress=progress) for seed in seeds]
+
+
+def summarize(histories: Sequence[History]) -> dict:
+    """Mean and standard deviation (ddof = 1) of the final validation loss over the runs that finished.
+
+    ``n`` counts those runs, ``diverged`` the others; ``std`` is nan for fewer than two.
+    """
+    finals = [h.final_val_loss for h in histories if h.diverged_at is None]
+    n = len(finals)
+    mean = sum(finals) / n if n else math.nan
+    std = math.sqrt(sum((f - mean) ** 2 for f in finals) / (n - 1)) if n > 1 else math.nan
+    return {"mean": mean, "std": std, "n": n, "diverged": len(histories) - n}
+
+
+OUTCOMES = ("trains", "stalls", "diverges")
+STALL_MARGIN = 0.1  # nats: a final loss within this of the unigram loss learnt only word frequencies
+
+
+def outcome_of(run: History, unigram_loss: float) -> str:
+    """"diverges" (the run stopped: inf/NaN or a loss blow-up), "stalls" (final loss within
+    ``STALL_MARGIN`` of the unigram loss: nothing learnt beyond word frequencies) or "trains"."""
+    if run.diverged_at is not None:
+        return "diverges"
+    return "stalls" if run.final_val_loss > unigram_loss - STALL_MARGIN else "trains"

@@ -1,0 +1,202 @@
+"""Classroom mode (`make demo NB=…`): every course notebook as a Voilà dashboard.
+
+One Voilà, started with the classroom template and options, serves the classroom view of
+each course notebook (:func:`prenorm_lib.course.classroom.write_dashboard`) in a 1366×768 window,
+the size of a common projector. For each notebook the test measures the time to first
+paint and until every cell has run, and checks what a teacher would see: the notebook's
+title, no code, no printed text but what the notebook keeps for the class, no traceback,
+every figure large and centred and shown once, nothing fetched from outside the server,
+no console error; then it moves every slider and times key press → new picture, and
+leaves the page as a teacher reloading it would: its kernel must be shut down.
+
+`test_each_check_fires_on_a_bad_page` shows every one of these checks failing on pages that
+are bad on purpose (the fixture notebook, Voilà's plain template, a page that paints late).
+They share one Voilà server; each page runs its own kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import quote
+
+import nbformat
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
+from prenorm_lib.course import classroom
+
+from . import _checks as checks
+from ._chromium import block_external_requests, screenshot_whole_page
+from ._fixtures import FIXTURE_NAME, RAISED_IN_CELL, RAISED_IN_UPDATE
+from ._servers import static_site
+from ._widgets import KNOB, SLIDER, latency_summary, move_every_slider, over_budget
+
+CLASSROOM_WINDOW = {"width": 1366, "height": 768}
+FIRST_PAINT_LIMIT_MS = 10_000
+ALL_CELLS_TIMEOUT_MS = 600_000
+STALL_MS = 150_000  # longer than any one cell takes on the loaded 2-core machine
+SETTLE_MS = 1_000  # widget views are drawn after their cell's result arrives
+KEPT = f".celltag_{classroom.KEEP_TAG}"
+
+
+def open_classroom(page, server, name: str, artifacts: Path, query: str = "") -> dict:
+    """Open a classroom page, wait until every cell ran; returns the paint timings (ms)
+    and the page's kernel id."""
+    page.set_viewport_size(CLASSROOM_WINDOW)
+    page.goto(server.url(f"/voila/render/{quote(name)}{query}"), wait_until="commit")
+    try:
+        painted = checks.first_paint_ms(page, timeout_ms=60_000)
+        done = checks.wait_until_all_cells_ran(page, stall_ms=STALL_MS, timeout_ms=ALL_CELLS_TIMEOUT_MS)
+    except (AssertionError, PlaywrightTimeoutError) as error:
+        page.screenshot(path=artifacts / f"demo_{Path(name).stem}_timed_out.png")
+        shutil.copy2(server.log_path, artifacts / f"demo_{Path(name).stem}_timed_out_voila.log")
+        raise AssertionError(f"{name}: {error}\nVoilà's log:\n{server.log_tail(60)}") from None
+    page.wait_for_timeout(SETTLE_MS)
+    figure = page.evaluate("() => window.__prenormPaint.figure")
+    kernel = json.loads(page.locator("#jupyter-config-data").text_content())["kernelId"]
+    return {"first_paint_ms": round(painted), "first_figure_ms": figure and round(figure),
+            "all_cells_ms": round(done), "kernel": kernel}
+
+
+def kernel_running(server, kernel: str) -> bool:
+    """Whether the Voilà server still runs the kernel `kernel`."""
+    try:
+        with urllib.request.urlopen(server.url(f"/api/kernels/{kernel}"), timeout=10):
+            return True
+    except urllib.error.HTTPError as error:
+        if error.code == 404:
+            return False
+        raise
+
+
+def leave(page, server, kernel: str, timeout_s: float = 15.0, keep_routes: bool = False) -> bool:
+    """Leave the loaded page as a teacher would (reload, close); True if its kernel was shut down.
+
+    (A page left while still loading runs no handler; Voilà culls that kernel later.)
+    """
+    page.wait_for_function("() => document.readyState === 'complete'", timeout=60_000)
+    if not keep_routes:
+        page.unroute("**/*")  # a request routed through Playwright dies with the page it left
+    page.goto("about:blank")
+    deadline = time.monotonic() + timeout_s
+    while kernel_running(server, kernel):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.25)
+    return True
+
+
+def shut_down(server, kernel: str) -> None:
+    """Shut a kernel down from here (a double-submitted XSRF token, as the page would send)."""
+    request = urllib.request.Request(server.url(f"/api/kernels/{kernel}"), method="DELETE",
+                                     headers={"Cookie": "_xsrf=00", "X-XSRFToken": "00"})
+    urllib.request.urlopen(request, timeout=30).close()
+
+
+def test_classroom_view(page, voila_server, course_notebook: Path, artifacts: Path, timing_report) -> None:
+    leaving = block_external_requests(page)
+    timings = open_classroom(page, voila_server, course_notebook.name, artifacts)
+    kernel = timings.pop("kernel")
+    stem = course_notebook.stem
+    page.screenshot(path=artifacts / f"demo_{stem}_1366x768.png")
+    screenshot_whole_page(page, artifacts / f"demo_{stem}_whole.png")
+
+    expected_title = classroom.title(nbformat.read(course_notebook, as_version=4))
+    problems = {
+        "page title": [] if page.title().strip() == expected_title else [f"{page.title()!r}, not {expected_title!r}"],
+        "code shown": [f"{n} code cells"] if (n := page.locator(".jp-CodeCell .jp-InputArea").count()) else [],
+        "errors": checks.error_outputs(page),
+        "printed text": checks.printed_text(page, kept=KEPT),
+        "no figure": [] if (figures := len(checks.figures(page))) else ["the classroom view shows no figure"],
+        "small or off-centre figures": checks.small_or_off_centre(page),
+        "duplicate figures": checks.duplicate_figures(page),
+        "slow first paint": ([f"{timings['first_paint_ms']} ms"]
+                             if timings["first_paint_ms"] > FIRST_PAINT_LIMIT_MS else []),
+    }
+    moves = move_every_slider(
+        page, idle_selector=None,
+        after_each=lambda index, scope: scope.screenshot(path=artifacts / f"demo_{stem}_slider{index}.png"),
+    )
+    problems["errors after moving sliders"] = checks.error_outputs(page)
+    budget = os.environ.get("PRENORM_SLIDER_BUDGET_MS")
+    problems["slow sliders"] = over_budget(moves, float(budget)) if budget else []
+    problems["requests leaving 127.0.0.1"] = leaving
+    problems["console"] = checks.unexpected_console(page.console)
+    problems["kernel left running"] = [] if leave(page, voila_server, kernel) else [kernel]
+
+    timing_report.demo.append({
+        "notebook": stem, **timings, "figures": figures,
+        "sliders": [move.as_dict() for move in moves], "slider_summary": latency_summary(moves),
+    })
+    found = {name: found for name, found in problems.items() if found}
+    assert not found, f"{stem} in classroom mode:\n" + "\n".join(f"- {k}: {v}" for k, v in found.items())
+
+
+LATE_PAGE = """<!DOCTYPE html><html><head><title>late</title></head><body data-voila="voila">
+<div id="rendered_cells"></div>
+<script>setTimeout(() => { document.getElementById('rendered_cells').innerHTML =
+  '<div class="jp-Cell"><div class="jp-RenderedMarkdown"><h1>Painted late</h1></div></div>'; }, 1500);</script>
+</body></html>"""
+
+
+def test_each_check_fires_on_a_bad_page(page, voila_server, scratch: Path, artifacts: Path, timing_report) -> None:
+    # The fixture in the classroom view: a cell raises, a figure is shown three times,
+    # a kept cell prints, and one LiveFigure raises when its slider moves.
+    kernel = open_classroom(page, voila_server, FIXTURE_NAME, artifacts)["kernel"]
+    screenshot_whole_page(page, artifacts / "demo_fixture.png")
+    assert any(RAISED_IN_CELL in text for text in checks.error_outputs(page)), "a raising cell went unseen"
+    assert len(checks.duplicate_figures(page)) == 2, checks.duplicate_figures(page)
+    assert checks.printed_text(page, kept=KEPT) == [], "printed text of a kept cell counted as a leak"
+    assert checks.printed_text(page, kept=".no-such-tag"), "printed text went unseen"
+
+    sliders = page.locator(SLIDER)
+    labels = [sliders.nth(i).locator(".widget-label").inner_text() for i in range(sliders.count())]
+    wave = [i for i, label in enumerate(labels) if label != "fail"]
+    moves = move_every_slider(page, idle_selector=None, only=wave)
+    assert len({move.slider for move in moves}) == 2, moves
+    timing_report.demo.append({"notebook": "fixture (LiveFigure)", "sliders": [m.as_dict() for m in moves],
+                               "slider_summary": latency_summary(moves)})
+    assert over_budget(moves, budget_ms=0.0), "the slider budget check cannot fail"
+
+    fail = sliders.nth(labels.index("fail"))
+    fail.locator(KNOB).press("ArrowRight")
+    page.locator(checks.STDERR_OUTPUT, has_text=RAISED_IN_UPDATE).wait_for(timeout=60_000)
+    assert fail.evaluate("(s) => !!window.__prenorm.scopeOf(s).querySelector"
+                         f"(\"{checks.STDERR_OUTPUT}\")"), "the LiveFigure's traceback is not under its figure"
+
+    assert leave(page, voila_server, kernel), "leaving the classroom page left its kernel running"
+
+    # The same notebook in Voilà's plain template: small figures and Font Awesome asked
+    # from a CDN; then a page whose kernel outlives it (its shutdown request blocked).
+    leaving = block_external_requests(page)
+    kernel = open_classroom(page, voila_server, FIXTURE_NAME, artifacts, query="?template=lab")["kernel"]
+    page.screenshot(path=artifacts / "demo_fixture_plain_template.png")
+    assert checks.small_or_off_centre(page), "small figures went unseen"
+    assert leaving, "requests to a CDN went unseen"
+    page.route("**/voila/api/shutdown/**", lambda route: route.abort())
+    assert not leave(page, voila_server, kernel, timeout_s=5, keep_routes=True), "a kernel left running went unseen"
+    shut_down(voila_server, kernel)
+    assert not kernel_running(voila_server, kernel)
+
+    # A page that draws its first content after 1.5 s …
+    (scratch / "late").mkdir(exist_ok=True)
+    (scratch / "late" / "index.html").write_text(LATE_PAGE)
+    with static_site(scratch / "late") as base:
+        page.goto(f"{base}/index.html")
+        assert checks.first_paint_ms(page, timeout_ms=10_000) >= 1_500
+        # … and whose cells never finish: the wait gives up once nothing moves.
+        with pytest.raises(AssertionError, match="no cell finished for"):
+            checks.wait_until_all_cells_ran(page, stall_ms=1_000, timeout_ms=5_000)
+
+    # Voilà's known version warnings pass; any other warning or error does not.
+    known = ("warning", "Unsatisfied version 4.2.5 from _JUPYTERLAB.CORE_OUTPUT of shared singleton module "
+             "@jupyterlab/console (required ^4.6.2)")
+    assert checks.unexpected_console([known]) == []
+    assert checks.unexpected_console([known, ("warning", "something else"), ("error", "x")]) == [
+        "warning: something else", "error: x"]

@@ -1,0 +1,321 @@
+"""The notebook-04 checkers pass correct blocks and name each typical mistake."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from prenorm_lib import TransformerBlock
+from prenorm_lib.course.checks import Hint
+from prenorm_lib.course.checks import block as check
+from prenorm_lib.course.checks.core import NotDone
+from prenorm_lib.course.exercises.remote import loopback
+
+pytest_plugins = ["learner_wire"]
+
+# ----------------------------------------------------------------------------- 4.1
+
+
+def pre_norm(x, ln1, attn, ln2, ffn):
+    h = x + attn(ln1(x))
+    return h + ffn(ln2(h))
+
+
+def pre_norm_calls_block_method(x, ln1, attn, ln2, ffn):
+    from prenorm_lib import TransformerBlock
+
+    block = TransformerBlock(16, 4, 48, 16)
+    block.ln1, block.attn, block.ln2, block.ffn = ln1.module, attn.module, ln2.module, ffn.module
+    return block.pre_norm_forward(x)
+
+
+def pre_as_post(x, ln1, attn, ln2, ffn):
+    z = ln1(x + attn(x))
+    return ln2(z + ffn(z))
+
+
+def pre_norm_inside_residual(x, ln1, attn, ln2, ffn):
+    h = ln1(x + attn(x))
+    return h + ffn(ln2(h))
+
+
+def pre_forgot_attn_residual(x, ln1, attn, ln2, ffn):
+    h = attn(ln1(x))
+    return h + ffn(ln2(h))
+
+
+def pre_forgot_ffn_residual(x, ln1, attn, ln2, ffn):
+    h = x + attn(ln1(x))
+    return ffn(ln2(h))
+
+
+def pre_normalised_stream(x, ln1, attn, ln2, ffn):
+    x = ln1(x)
+    h = x + attn(x)
+    return h + ffn(ln2(h))
+
+
+def pre_normalised_stream_both(x, ln1, attn, ln2, ffn):
+    x = ln1(x)
+    h = x + attn(x)
+    h = ln2(h)
+    return h + ffn(h)
+
+
+def pre_ln2_on_x(x, ln1, attn, ln2, ffn):
+    h = x + attn(ln1(x))
+    return h + ffn(ln2(x))
+
+
+def pre_ln1_for_both(x, ln1, attn, ln2, ffn):
+    h = x + attn(ln1(x))
+    return h + ffn(ln1(h))
+
+
+def pre_norms_swapped(x, ln1, attn, ln2, ffn):
+    h = x + attn(ln2(x))
+    return h + ffn(ln1(h))
+
+
+def pre_second_residual_from_x(x, ln1, attn, ln2, ffn):
+    h = x + attn(ln1(x))
+    return x + ffn(ln2(h))
+
+
+def pre_in_place(x, ln1, attn, ln2, ffn):
+    x += attn(ln1(x))
+    return x + ffn(ln2(x))
+
+
+def pre_crashes(x, ln1, attn, ln2, ffn):
+    return x @ attn(ln1(x))
+
+
+def pre_returns_none(x, ln1, attn, ln2, ffn):
+    h = x + attn(ln1(x))
+    h + ffn(ln2(h))
+
+
+def pre_skips_ffn_branch_weirdly(x, ln1, attn, ln2, ffn):
+    return x + attn(ln1(x)) * 2
+
+
+def pre_unfilled(x, ln1, attn, ln2, ffn):
+    raise NotImplementedError("Exercise 4.1: the pre-norm forward pass")
+
+
+def test_pre_norm_correct_passes(via, capsys):
+    check.pre_norm_forward(via(pre_norm))
+    assert capsys.readouterr().out.startswith("Exercise 4.1 passed:")
+
+
+@pytest.mark.parametrize(
+    ("library", "words"),
+    [
+        (TransformerBlock.pre_norm_forward, "the library's own `prenorm_lib.block.TransformerBlock.pre_norm_forward`"),
+        (TransformerBlock(16, 4, 48, 16).pre_norm_forward, "that is the library's own"),
+        (pre_norm_calls_block_method, "your code calls `TransformerBlock`, the library's own implementation"),
+    ],
+)
+def test_pre_norm_from_the_library_is_refused(library, words, via):
+    with pytest.raises(Hint, match=r"^Exercise 4\.1: ") as info:
+        check.pre_norm_forward(via(library))
+    assert words in str(info.value)
+
+
+def test_post_norm_from_the_library_is_refused(via):
+    with pytest.raises(Hint, match=r"^Exercise 4\.2: that is the library's own `[\w.]*post_norm_forward`"):
+        check.post_norm_forward(via(TransformerBlock.post_norm_forward))
+
+
+@pytest.mark.parametrize(
+    ("learner", "hint"),
+    [
+        (pre_as_post, "post-norm block"),
+        (pre_norm_inside_residual, "applied to the sum"),
+        (pre_forgot_attn_residual, "first residual is missing"),
+        (pre_forgot_ffn_residual, "second residual is missing"),
+        (pre_normalised_stream, "residual stream itself was normalised"),
+        (pre_normalised_stream_both, "residual stream itself was normalised"),
+        (pre_ln2_on_x, "reads ln2(x)"),
+        (pre_ln1_for_both, "ln1 is used for both"),
+        (pre_norms_swapped, "swapped"),
+        (pre_second_residual_from_x, "added to x"),
+        (pre_in_place, "in place"),
+        (pre_crashes, "raised RuntimeError"),
+        (pre_returns_none, "returned None"),
+        (pre_skips_ffn_branch_weirdly, "ln2, ffn were never called"),
+    ],
+)
+def test_pre_norm_mistakes_get_their_hint(learner, hint, via):
+    with pytest.raises(Hint) as info:
+        check.pre_norm_forward(via(learner))
+    message = str(info.value)
+    assert message.startswith("Exercise 4.1: ")
+    assert hint in message, message
+
+
+def test_pre_norm_unfilled_scaffold_is_not_done(via, capsys):
+    check.pre_norm_forward(via(pre_unfilled))
+    assert capsys.readouterr().out.startswith("Exercise 4.1 is not done yet — ")
+    with pytest.raises(NotDone):
+        check.pre_norm_forward.core(via(pre_unfilled))
+
+
+# ----------------------------------------------------------------------------- 4.2
+
+
+def post_norm(x, ln1, attn, ln2, ffn):
+    z = ln1(x + attn(x))
+    return ln2(z + ffn(z))
+
+
+def post_as_pre(x, ln1, attn, ln2, ffn):
+    h = x + attn(ln1(x))
+    return h + ffn(ln2(h))
+
+
+def post_norms_swapped(x, ln1, attn, ln2, ffn):
+    z = ln2(x + attn(x))
+    return ln1(z + ffn(z))
+
+
+def post_missing_second_norm(x, ln1, attn, ln2, ffn):
+    z = ln1(x + attn(x))
+    return z + ffn(z)
+
+
+def post_missing_first_norm(x, ln1, attn, ln2, ffn):
+    z = x + attn(x)
+    return ln2(z + ffn(z))
+
+
+def post_residual_after_norm(x, ln1, attn, ln2, ffn):
+    z = x + ln1(attn(x))
+    return z + ln2(ffn(z))
+
+
+def post_ffn_on_x(x, ln1, attn, ln2, ffn):
+    z = ln1(x + attn(x))
+    return ln2(z + ffn(x))
+
+
+def post_ln1_for_both(x, ln1, attn, ln2, ffn):
+    z = ln1(x + attn(x))
+    return ln1(z + ffn(z))
+
+
+def post_forgot_ffn_residual(x, ln1, attn, ln2, ffn):
+    z = ln1(x + attn(x))
+    return ln2(ffn(z))
+
+
+def post_returns_tuple(x, ln1, attn, ln2, ffn):
+    z = ln1(x + attn(x))
+    return z, ln2(z + ffn(z))
+
+
+def test_post_norm_correct_passes(via, capsys):
+    check.post_norm_forward(via(post_norm))
+    assert capsys.readouterr().out.startswith("Exercise 4.2 passed:")
+
+
+@pytest.mark.parametrize(
+    ("learner", "hint"),
+    [
+        (post_as_pre, "this is the pre-norm block"),
+        (post_norms_swapped, "wrong order"),
+        (post_missing_second_norm, "second norm is missing"),
+        (post_missing_first_norm, "first norm is missing"),
+        (post_residual_after_norm, "added after the norm"),
+        (post_ffn_on_x, "the FFN reads x"),
+        (post_ln1_for_both, "ln1 is used for both"),
+        (post_forgot_ffn_residual, "FFN residual is missing"),
+        (post_returns_tuple, "expected a torch.Tensor"),
+    ],
+)
+def test_post_norm_mistakes_get_their_hint(learner, hint, via):
+    with pytest.raises(Hint) as info:
+        check.post_norm_forward(via(learner))
+    message = str(info.value)
+    assert message.startswith("Exercise 4.2: ")
+    assert hint in message, message
+
+
+def test_every_variant_differs_from_the_reference_and_from_each_other():
+    """If two variants gave the same output, one of their hints could never be shown."""
+    block = check._test_block(0)
+    parts = (block.ln1, block.attn, block.ln2, block.ffn)
+    x = 3 * torch.randn(2, 5, check.D_MODEL, generator=torch.Generator().manual_seed(0))
+    for reference, variants in ((check._pre, check._PRE_NORM_MISTAKES), (check._post, check._POST_NORM_MISTAKES)):
+        with torch.no_grad():
+            outputs = [reference(x, *parts)] + [v(x, *parts) for v, _ in variants.values()]
+        for i, a in enumerate(outputs):
+            for b in outputs[i + 1 :]:
+                assert not torch.allclose(a, b, atol=1e-4), "two variants coincide"
+
+
+# ----------------------------------------------------------------------------- 4.3
+
+UNIGRAM = 3.8
+
+
+def run(loss=None, diverged_at=None):
+    return SimpleNamespace(final_val_loss=float("nan") if diverged_at else loss, diverged_at=diverged_at)
+
+
+RUNS = {"pre": run(2.7), "post": run(3.78), "none": run(diverged_at=3)}
+RIGHT = {"pre": "trains", "post": "stalls", "none": "diverges"}
+
+
+def test_divergence_right_prediction_passes(capsys):
+    check.divergence_prediction(RIGHT, RUNS, UNIGRAM)
+    out = capsys.readouterr().out
+    assert out.startswith("Exercise 4.3 passed:")
+    assert "post stalls" in out
+
+
+def test_divergence_prediction_ignores_case_and_spaces(capsys):
+    check.divergence_prediction({"pre": " Trains", "post": "STALLS", "none": "diverges "}, RUNS, UNIGRAM)
+    assert "passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("prediction", "hint"),
+    [
+        ({**RIGHT, "post": "trains"}, "post stalls (you said trains)"),
+        ({**RIGHT, "post": "diverges"}, "warmup"),
+        ({**RIGHT, "none": "stalls"}, "none diverges (you said stalls)"),
+        ({**RIGHT, "pre": "explodes"}, "is not one of"),
+        ({"pre": "trains", "post": "stalls"}, "exactly the keys"),
+        ("post", "must be a dict"),
+    ],
+)
+def test_divergence_wrong_prediction_explains(prediction, hint):
+    with pytest.raises(Hint) as info:
+        check.divergence_prediction(prediction, RUNS, UNIGRAM)
+    assert str(info.value).startswith("Exercise 4.3: ")
+    assert hint in str(info.value), str(info.value)
+
+
+def test_divergence_runs_must_name_all_placements():
+    with pytest.raises(ValueError, match="keys"):
+        check.divergence_prediction(RIGHT, {"post": run(3.0)}, UNIGRAM)
+
+
+def test_divergence_placeholder_is_not_done(capsys):
+    check.divergence_prediction(..., RUNS, UNIGRAM)
+    assert capsys.readouterr().out.startswith("Exercise 4.3 is not done yet — replace each `...`")
+
+
+def test_grader_judges_divergence_against_the_solutions_answer(capsys):
+    """In the grader the runs come from the learner's kernel, so the key is the course solution's prediction."""
+    learner = loopback({"prediction": {"pre": "trains", "post": "trains", "none": "diverges"}})
+    with pytest.raises(Hint, match="post stalls \\(you said trains\\)"):
+        check.divergence_prediction.graded_with_key(learner.lookup("prediction"), key=(RIGHT,))
+    check.divergence_prediction.graded_with_key(dict(RIGHT), key=(RIGHT,))
+    with pytest.raises(NotDone):
+        check.divergence_prediction.graded_with_key(..., key=(RIGHT,))
+    assert "Exercise 4.3 passed: you predicted all three runs (pre trains, post stalls, none diverges)" in (
+        capsys.readouterr().out
+    )

@@ -1,0 +1,115 @@
+"""The static site: LiveFigure and interact outputs without a kernel, and formulas typeset offline.
+
+Building the whole site is the browser test's job (tests/course/browser/test_site.py); these
+tests build pages from small notebooks made here.
+"""
+
+import base64
+
+import nbformat
+import pytest
+
+from prenorm_lib.course import site
+
+WIDGET_VIEW = site.WIDGET_VIEW
+PNG = base64.b64encode(b"\x89PNG first frame").decode()
+
+
+def widget_state(*models):
+    """Notebook metadata holding the widget models (id, model_name, state)."""
+    return {"widgets": {site.WIDGET_STATE: {"version_major": 2, "version_minor": 0, "state": {
+        model_id: {"model_name": name, "model_module": "@jupyter-widgets/controls", "state": state}
+        for model_id, name, state in models}}}}
+
+
+def executed(cells, metadata):
+    notebook = nbformat.v4.new_notebook(cells=cells, metadata=metadata)
+    for count, cell in enumerate(notebook.cells, start=1):
+        if cell.cell_type == "code":
+            cell.execution_count = count
+    return notebook
+
+
+def live_figure_cell():
+    cell = nbformat.v4.new_code_cell("LiveFigure(fig, update, {'shift': slider}, 'a shifted vector (slider: shift)')")
+    cell.outputs = [nbformat.v4.new_output("execute_result", execution_count=1, data={
+        WIDGET_VIEW: {"model_id": "box", "version_major": 2, "version_minor": 0},
+        "image/png": PNG, "text/plain": "a shifted vector (slider: shift)"})]
+    return cell
+
+
+LIVE_FIGURE_MODELS = (
+    ("box", "VBoxModel", {"children": ["IPY_MODEL_controls", "IPY_MODEL_image", "IPY_MODEL_errors"]}),
+    ("controls", "HBoxModel", {"children": ["IPY_MODEL_slider"]}),
+    ("slider", "FloatSliderModel", {"description": "shift", "value": 0.5}),
+    ("image", "ImageModel", {"format": "png"}),
+    ("errors", "OutputModel", {"outputs": []}),
+)
+
+
+def test_a_live_figure_becomes_a_note_and_its_first_frame():
+    notebook = site.make_static(executed([live_figure_cell()], widget_state(*LIVE_FIGURE_MODELS)))
+    note, frame = notebook.cells[0].outputs
+    assert "run this notebook in JupyterLab" in note.data["text/html"]
+    assert "Below: its first frame, for shift = 0.5." in note.data["text/html"]
+    assert frame.data == {"image/png": PNG, "text/plain": "a shifted vector (slider: shift)"}
+    assert "widgets" not in notebook.metadata
+
+
+def test_an_interact_becomes_a_note_and_its_captured_plot():
+    cell = nbformat.v4.new_code_cell("interact(show, beta=beta)")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={
+        WIDGET_VIEW: {"model_id": "box", "version_major": 2, "version_minor": 0}, "text/plain": "interactive(...)"})]
+    captured = {"output_type": "display_data", "data": {"image/png": PNG, "text/plain": "<Figure>"}, "metadata": {}}
+    models = widget_state(("box", "VBoxModel", {"children": ["IPY_MODEL_beta", "IPY_MODEL_out"]}),
+                          ("beta", "FloatSliderModel", {"description": "β", "value": 1.0}),
+                          ("out", "OutputModel", {"outputs": [captured]}))
+    note, plot = site.make_static(executed([cell], models)).cells[0].outputs
+    assert "Below: the output, for β = 1.0." in note.data["text/html"]
+    assert plot.data["image/png"] == PNG
+
+
+def test_a_live_figure_without_saved_widget_state_still_shows_its_frame():
+    note, frame = site.make_static(executed([live_figure_cell()], {})).cells[0].outputs
+    assert "Below: its first frame." in note.data["text/html"]
+    assert frame.data["image/png"] == PNG
+
+
+@pytest.fixture
+def small_site(tmp_path):
+    folder = tmp_path / "notebooks"
+    (folder / "exercises").mkdir(parents=True)
+    maths = nbformat.v4.new_markdown_cell("# 1 · A lesson\n\nThe norm $\\sqrt{x}$ and\n\n$$\\frac{a}{b}$$")
+    notebook = executed([maths, live_figure_cell()], widget_state(*LIVE_FIGURE_MODELS))
+    nbformat.write(notebook, folder / "01_lesson.ipynb")
+    nbformat.write(nbformat.v4.new_notebook(cells=[maths]), folder / "exercises" / "01_lesson.ipynb")
+    out = tmp_path / "site"
+    site.build(folder, tmp_path / "no-figures", out)
+    return out
+
+
+def test_pages_load_mathjax_from_the_site_itself(small_site):
+    lesson = (small_site / "01_lesson.html").read_text()
+    exercise = (small_site / "exercises" / "01_lesson.html").read_text()
+    index = (small_site / "index.html").read_text()
+    assert '<script src="mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe">' in lesson
+    assert '<script src="../mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe">' in exercise
+    assert 'src="mathjax/MathJax.js' in index
+    assert "$\\sqrt{x}$" in lesson  # left for MathJax to typeset in the browser
+    for part in ("MathJax.js", "config/TeX-AMS-MML_HTMLorMML-full.js", "extensions/Safe.js",
+                 "jax/output/HTML-CSS/fonts/STIX-Web/fontdata.js", "fonts/HTML-CSS/STIX-Web/woff"):
+        assert (small_site / "mathjax" / part).exists(), part
+    assert not (small_site / "mathjax" / "extensions" / "a11y").exists()
+    assert not site.external_resources(lesson + exercise + index)
+
+
+def test_the_first_frame_is_on_the_page(small_site):
+    lesson = (small_site / "01_lesson.html").read_text()
+    assert "static-widget-note" in lesson and f"data:image/png;base64,{PNG}" in lesson
+    assert WIDGET_VIEW not in lesson
+
+
+def test_a_missing_mathjax_package_is_named(monkeypatch):
+    monkeypatch.setattr(site.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ValueError, match="jupyter-server-mathjax package, which is not installed"):
+        site.mathjax_source()

@@ -1,0 +1,97 @@
+"""Experiment records: written with everything that made them, refused once the code's config moves on."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+
+from prenorm_lib.lab import experiments
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    """A registered experiment whose results are a function of its config and seed."""
+    module = types.ModuleType("prenorm_lib.lab.experiments.toy")
+    module.DESCRIPTION = "squares of the seed, for testing records"
+    module.CONFIG = {"seeds": [0, 1, 2], "power": 2, "shape": (2, 3)}
+    module.run_seed = lambda config, seed: {"value": seed ** config["power"], "curve": [seed, seed + 1]}
+    monkeypatch.setitem(sys.modules, "prenorm_lib.lab.experiments.toy", module)
+    monkeypatch.setattr(experiments, "available", lambda: ["toy"])
+    return module
+
+
+def test_run_writes_a_complete_record(toy, tmp_path):
+    record = experiments.run("toy", write=True, results_dir=tmp_path, log=lambda _: None)
+    stored = json.loads((tmp_path / "toy.json").read_text())
+    assert stored["config"] == {"seeds": [0, 1, 2], "power": 2, "shape": [2, 3]}
+    assert stored["runs"] == {"0": {"value": 0, "curve": [0, 1]}, "1": {"value": 1, "curve": [1, 2]},
+                              "2": {"value": 4, "curve": [2, 3]}}
+    assert set(stored["environment"]) >= {"torch", "numpy", "python", "cpu", "jobs", "threads_per_run"}
+    assert stored["command"] == "make experiment NAME=toy"
+    assert stored["wall_seconds"] >= 0 and stored["commit"]
+    assert [seed for seed, _ in record.by_seed()] == [0, 1, 2]
+    assert "make experiment NAME=toy" in record.made_how()
+    assert experiments.load("toy", tmp_path).runs == stored["runs"]
+
+
+def test_a_live_config_is_not_written(toy, tmp_path):
+    record = experiments.run("toy", config={"seeds": [3], "power": 1, "shape": [2, 3]}, results_dir=tmp_path)
+    assert record.runs == {"3": {"value": 3, "curve": [3, 4]}}
+    assert not (tmp_path / "toy.json").exists()
+
+
+def test_max_jobs_caps_the_processes(toy, tmp_path, monkeypatch):
+    """A timing experiment sets MAX_JOBS = 1: its seeds must not run side by side, whatever --jobs says."""
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a process pool was started")
+
+    monkeypatch.setattr(experiments, "ProcessPoolExecutor", no_pool)
+    toy.MAX_JOBS = 1
+    record = experiments.run("toy", jobs=2, results_dir=tmp_path, log=lambda _: None)
+    assert record.environment["jobs"] == 1
+    del toy.MAX_JOBS
+    with pytest.raises(AssertionError, match="pool was started"):  # without the cap, jobs=2 starts one
+        experiments.run("toy", jobs=2, results_dir=tmp_path, log=lambda _: None)
+
+
+def test_missing_record_names_the_command(toy, tmp_path):
+    assert experiments.staleness("toy", tmp_path) == "no record toy.json yet: run `make experiment NAME=toy`"
+    with pytest.raises(experiments.StaleRecordError, match="make experiment NAME=toy"):
+        experiments.load("toy", tmp_path)
+
+
+def test_record_goes_stale_when_the_config_changes(toy, tmp_path):
+    experiments.run("toy", write=True, results_dir=tmp_path, log=lambda _: None)
+    assert experiments.staleness("toy", tmp_path) is None
+    toy.CONFIG = {**toy.CONFIG, "power": 3}
+    problem = experiments.staleness("toy", tmp_path)
+    assert problem == "toy.json was made with another configuration (differs in power): run `make experiment NAME=toy`"
+    with pytest.raises(experiments.StaleRecordError, match="differs in power"):
+        experiments.load("toy", tmp_path)
+
+
+def test_record_missing_a_seed_is_stale(toy, tmp_path):
+    experiments.run("toy", write=True, results_dir=tmp_path, log=lambda _: None)
+    path = tmp_path / "toy.json"
+    stored = json.loads(path.read_text())
+    del stored["runs"]["2"]
+    path.write_text(json.dumps(stored))
+    assert "lacks seeds [2]" in experiments.staleness("toy", tmp_path)
+
+
+def test_unknown_experiment_and_incomplete_module_are_named(toy, monkeypatch):
+    with pytest.raises(ValueError, match=r"name must be one of the experiments \['toy'\], got 'nope'"):
+        experiments.experiment("nope")
+    del toy.run_seed
+    with pytest.raises(TypeError, match="experiment module toy must define run_seed"):
+        experiments.experiment("toy")
+
+
+@pytest.mark.parametrize("name", experiments.available())
+def test_every_stored_record_matches_its_experiment(name):
+    """A record in results/ made with another configuration than the code's fails here."""
+    assert experiments.staleness(name) is None
