@@ -18,12 +18,20 @@ An experiment module defines
 
 A record whose configuration differs from the module's ``CONFIG`` is *stale*: :func:`load`
 refuses it, and the test suite fails, until the experiment is run again.
+
+The code can change without the configuration changing. A module may therefore also define
+``FINGERPRINT``: overrides of ``CONFIG`` that shrink the run to a few seconds (fewer updates,
+one seed). A full run stores that small run's results in the record, and :func:`drift`
+repeats it with today's code: different numbers mean the record was made by code that no
+longer computes the same thing (the test suite checks every record this way). Timing
+experiments have no fingerprint: their numbers differ on every run.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 import pkgutil
 import platform
@@ -58,6 +66,7 @@ class Record:
     wall_seconds: float
     commit: str
     command: str
+    fingerprint: dict[str, Any] | None = None  # {"config": the small run's config, "result": its results}
 
     def by_seed(self) -> list[tuple[int, dict[str, Any]]]:
         """``(seed, results)`` in the order of ``config["seeds"]``."""
@@ -193,6 +202,8 @@ def run(
         commit=_commit(),
         command=f"make experiment NAME={name}",
     )
+    if config == _plain(module.CONFIG) and hasattr(module, "FINGERPRINT"):
+        record.fingerprint = fingerprint(name)
     if write:
         path = record_path(name, results_dir)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -226,6 +237,65 @@ def staleness(name: str, results_dir: Path | None = None) -> str | None:
     return None
 
 
+def fingerprint(name: str) -> dict[str, Any]:
+    """The small run that pins down what today's code computes: ``CONFIG`` with ``FINGERPRINT`` applied."""
+    module = experiment(name)
+    config = _plain({**module.CONFIG, **module.FINGERPRINT})
+    threads = torch.get_num_threads()
+    try:
+        _, result, _ = _run_one(name, config, config["seeds"][0])
+    finally:
+        torch.set_num_threads(threads)
+    return {"config": config, "result": _plain(result)}
+
+
+def _first_difference(stored: Any, fresh: Any, path: str, rtol: float) -> str | None:
+    """Where two JSON-like results differ (floats within ``rtol``); None if nowhere."""
+    if isinstance(stored, dict) and isinstance(fresh, dict):
+        if stored.keys() != fresh.keys():
+            return f"{path}: keys {sorted(stored.keys() ^ fresh.keys())} in only one of them"
+        for key in stored:
+            found = _first_difference(stored[key], fresh[key], f"{path}.{key}", rtol)
+            if found:
+                return found
+        return None
+    if isinstance(stored, list) and isinstance(fresh, list):
+        if len(stored) != len(fresh):
+            return f"{path}: {len(stored)} values stored, {len(fresh)} now"
+        for i, (a, b) in enumerate(zip(stored, fresh, strict=True)):
+            found = _first_difference(a, b, f"{path}[{i}]", rtol)
+            if found:
+                return found
+        return None
+    numbers = (int, float)
+    if isinstance(stored, numbers) and isinstance(fresh, numbers) and not isinstance(stored, bool):
+        same = math.isclose(stored, fresh, rel_tol=rtol, abs_tol=1e-12) or (math.isnan(stored) and math.isnan(fresh))
+        return None if same else f"{path}: {stored!r} stored, {fresh!r} now"
+    return None if stored == fresh else f"{path}: {stored!r} stored, {fresh!r} now"
+
+
+def drift(name: str, results_dir: Path | None = None, rtol: float = 1e-4) -> str | None:
+    """Why the record of ``name`` no longer matches what the code computes, or None.
+
+    Re-runs the record's fingerprint (a few seconds) and compares its results, floats to
+    ``rtol`` (other CPUs round the last bits differently). None for an experiment without
+    ``FINGERPRINT`` (timings) and for a record that is stale anyway (see :func:`staleness`).
+    """
+    module = experiment(name)
+    if not hasattr(module, "FINGERPRINT") or staleness(name, results_dir):
+        return None
+    record = read(name, results_dir)
+    command = f"run `make experiment NAME={name}`"
+    expected = _plain({**module.CONFIG, **module.FINGERPRINT})
+    if record.fingerprint is None or record.fingerprint["config"] != expected:
+        return f"{name}.json has no fingerprint for the code's FINGERPRINT: {command}"
+    fresh = fingerprint(name)
+    difference = _first_difference(record.fingerprint["result"], fresh["result"], name, rtol)
+    if difference:
+        return f"{name}.json was made by code that computes differently now ({difference}): {command}"
+    return None
+
+
 def load(name: str, results_dir: Path | None = None) -> Record:
     """The record of ``name``; raises StaleRecordError if it does not match the code's CONFIG."""
     problem = staleness(name, results_dir)
@@ -244,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     run_cmd.add_argument("names", nargs="*", help="experiments to run (default: all)")
     run_cmd.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="seeds run at once (processes)")
     run_cmd.add_argument("--stale-only", action="store_true", help="skip experiments whose record is current")
-    commands.add_parser("check", help="exit 1 if any record is missing or stale")
+    commands.add_parser("check", help="exit 1 if any record is missing, stale, or made by code that has changed")
     args = parser.parse_args(argv)
     if args.command == "list":
         for name in available():
@@ -253,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:28} {experiment(name).DESCRIPTION}\n{'':28} {state}")
         return 0
     if args.command == "check":
-        problems = [p for p in map(staleness, available()) if p]
+        problems = [p for name in available() for p in (staleness(name) or drift(name),) if p]
         for problem in problems:
             print(problem)
         return 1 if problems else 0

@@ -44,6 +44,10 @@ CONFIG: dict[str, Any] = {
     "seeds": [0, 1, 2, 3, 4, 5],
 }
 
+
+# A few seconds of the same code, stored in the record and re-run by the tests (see experiments.drift).
+FINGERPRINT: dict[str, Any] = {"seeds": [0], "steps": 8, "warmup_steps": 2, "eval_every": 4, "eval_batches": 2}
+
 BASELINE = "swiglu"
 NAMES = {"relu": "ReLU", "silu": "SiLU", "swiglu": "SwiGLU", "geglu": "GEGLU", "reglu": "ReGLU",
          "bilinear": "Bilinear"}

@@ -40,6 +40,10 @@ CONFIG: dict[str, Any] = {
     "seeds": [0, 1, 2],
 }
 
+
+# A few seconds of the same code, stored in the record and re-run by the tests (see experiments.drift).
+FINGERPRINT: dict[str, Any] = {"seeds": [0], "lrs": [1e-1], "steps": 12, "warmup_steps": 2, "eval_every": 6}
+
 PROBE_SEED = 77  # the windows whose attention logits are followed, the same for every run
 
 

@@ -43,6 +43,11 @@ CONFIG = {
     "finetune_lr": 3e-3,
 }
 
+
+# A few seconds of the same code, stored in the record and re-run by the tests (see experiments.drift).
+FINGERPRINT = {"seeds": [0], "steps": 8, "eval_every": 4, "probe_sentences": 16, "other_lrs": [], "long_steps": 0,
+               "position_windows": 8, "finetune_steps": 2}
+
 # How each variant reads the longer context: RoPE three ways, the others as they are.
 EXTENSIONS = {"rope": ("none", "interpolation", "ntk"), "sinusoidal": ("none",), "none": ("none",)}
 

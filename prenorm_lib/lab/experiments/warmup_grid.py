@@ -44,6 +44,10 @@ CONFIG: dict[str, Any] = {
 }
 
 
+# A few seconds of the same code, stored in the record and re-run by the tests (see experiments.drift).
+FINGERPRINT: dict[str, Any] = {"seeds": [0], "lrs": [3e-2], "warmups": [0], "steps": 6, "eval_every": 3}
+
+
 def unigram_loss(corpus: data.Corpus) -> float:
     """Entropy of the training words' frequencies: the loss of a model that ignores the context."""
     counts = corpus.train_ids.bincount(minlength=corpus.vocab_size).double()
