@@ -91,7 +91,52 @@ def test_unknown_experiment_and_incomplete_module_are_named(toy, monkeypatch):
         experiments.experiment("toy")
 
 
+def test_a_full_run_stores_its_fingerprint_and_drift_finds_changed_code(toy, tmp_path):
+    toy.FINGERPRINT = {"seeds": [7], "power": 1}
+    record = experiments.run("toy", write=True, results_dir=tmp_path, log=lambda _: None)
+    assert record.fingerprint == {"config": {"seeds": [7], "power": 1, "shape": [2, 3]},
+                                  "result": {"value": 7, "curve": [7, 8]}}
+    assert experiments.drift("toy", tmp_path) is None
+    toy.run_seed = lambda config, seed: {"value": seed ** config["power"], "curve": [seed, seed + 2]}
+    assert experiments.drift("toy", tmp_path) == (
+        "toy.json was made by code that computes differently now (toy.curve[1]: 8 stored, 9 now): "
+        "run `make experiment NAME=toy`")
+
+
+def test_drift_tolerates_the_last_bits_of_another_cpu(toy, tmp_path):
+    toy.FINGERPRINT = {"seeds": [0]}
+    toy.run_seed = lambda config, seed: {"loss": 2.5}
+    experiments.run("toy", write=True, results_dir=tmp_path, log=lambda _: None)
+    toy.run_seed = lambda config, seed: {"loss": 2.5 * (1 + 1e-6)}
+    assert experiments.drift("toy", tmp_path) is None
+    toy.run_seed = lambda config, seed: {"loss": 2.503}
+    assert "(toy.loss: 2.5 stored, 2.503 now)" in experiments.drift("toy", tmp_path)
+
+
+def test_a_live_run_stores_no_fingerprint_and_a_record_without_one_is_refused(toy, tmp_path):
+    toy.FINGERPRINT = {"seeds": [0]}
+    live = experiments.run("toy", config={**toy.CONFIG, "power": 5}, results_dir=tmp_path)
+    assert live.fingerprint is None
+    experiments.run("toy", write=True, results_dir=tmp_path, log=lambda _: None)
+    toy.FINGERPRINT = {"seeds": [1]}  # the code's fingerprint changed: the stored one pins nothing
+    assert experiments.drift("toy", tmp_path) == (
+        "toy.json has no fingerprint for the code's FINGERPRINT: run `make experiment NAME=toy`")
+
+
+def test_timing_experiments_have_no_fingerprint(toy, tmp_path):
+    experiments.run("toy", write=True, results_dir=tmp_path, log=lambda _: None)
+    assert experiments.read("toy", tmp_path).fingerprint is None
+    assert experiments.drift("toy", tmp_path) is None
+
+
 @pytest.mark.parametrize("name", experiments.available())
 def test_every_stored_record_matches_its_experiment(name):
     """A record in results/ made with another configuration than the code's fails here."""
     assert experiments.staleness(name) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", experiments.available())
+def test_every_stored_record_was_made_by_todays_code(name):
+    """The record's fingerprint run, repeated now, gives the stored numbers (a few seconds each)."""
+    assert experiments.drift(name) is None
