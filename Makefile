@@ -32,7 +32,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 unit: $(STAMP)
-	$(BIN)/pytest -q tests --ignore=tests/course/browser -p no:cacheprovider
+	$(BIN)/pytest -q -n 2 tests --ignore=tests/course/browser -p no:cacheprovider
 
 ## The solution notebooks, and the exercise notebooks as a learner first runs them (every exercise not done).
 nbval: $(STAMP)
