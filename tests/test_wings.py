@@ -53,12 +53,13 @@ def boundary_violations(path: Path, source: str, wing: str) -> list[str]:
 
 
 SOURCES = sorted(PACKAGE.rglob("*.py"))
+# The package's own __init__ re-exports the lab's setup() lazily (PEP 562 ``__getattr__``);
+# test_importing_the_model_loads_neither_neighbour proves that laziness instead.
+CHECKED = [path for path in SOURCES if path != PACKAGE / "__init__.py"]
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=[str(p.relative_to(PACKAGE)) for p in SOURCES])
+@pytest.mark.parametrize("path", CHECKED, ids=[str(p.relative_to(PACKAGE)) for p in CHECKED])
 def test_imports_respect_the_wings(path):
-    if path == PACKAGE / "__init__.py":
-        pytest.skip("the package's __init__ re-exports the lab's setup() lazily; tested below")
     assert boundary_violations(path, path.read_text(encoding="utf-8"), wing_of(path)) == []
 
 
