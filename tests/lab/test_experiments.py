@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +142,23 @@ def test_every_stored_record_matches_its_experiment(name):
 def test_every_stored_record_was_made_by_todays_code(name):
     """The record's fingerprint run, repeated now, gives the stored numbers (a few seconds each)."""
     assert experiments.drift(name) is None
+
+
+def readme_record_table() -> dict[str, str]:
+    """README's table of records: name → the time it says the record took ("5.4 min")."""
+    readme = (Path(experiments.__file__).parents[3] / "README.md").read_text(encoding="utf-8")
+    return dict(re.findall(r"^\| `(\w+)` \|.*\| ([0-9.]+ min) \|$", readme, flags=re.MULTILINE))
+
+
+def test_readme_lists_every_record_with_the_time_it_says_of_itself():
+    """A re-made record changes its time; the README's table must follow (it once said 41 min for 5.4)."""
+    table = readme_record_table()
+    assert sorted(table) == experiments.available()
+    for name, took in table.items():
+        assert took == f"{experiments.load(name).wall_seconds / 60:.1f} min", name
+
+
+def test_the_readme_table_reader_sees_a_changed_time(monkeypatch, tmp_path):
+    (tmp_path / "README.md").write_text("| `ffn_ablation` | six FFNs | 02 | 41 min |\n", encoding="utf-8")
+    monkeypatch.setattr(experiments, "__file__", str(tmp_path / "a" / "b" / "c" / "__init__.py"))
+    assert readme_record_table() == {"ffn_ablation": "41 min"}
