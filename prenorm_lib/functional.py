@@ -1,8 +1,11 @@
 """Stateless kernels: the mathematics of the pre-norm block, one function each.
 
-These are written from the equations (CS336 handout §3.4–3.5) with plain tensor ops so
-that a learner can read every step. The modules in this package own the parameters and
-call these kernels; the tests compare each kernel with torch's own implementation.
+These are written from the equations (CS336 handout §3.4–3.5) with plain tensor ops, so
+that a learner can read every step, and compared by the tests with torch's own
+implementations. The modules in this package own the parameters and call these kernels,
+except where torch has a faster op that computes the same thing — fused attention and
+SiLU, and RoPE's interleaved pairs as one complex product; the tests prove each of those
+equal to the kernel here.
 """
 
 from __future__ import annotations

@@ -58,7 +58,10 @@ class TransformerLM(nn.Module):
         self.context_length = validation.positive_int("context_length", context_length)
         validation.positive_int("d_model", d_model)
         validation.positive_int("num_layers", num_layers)
-        self.positions = validation.choice("positions", positions, POSITION_KINDS)
+        validation.choice("positions", positions, POSITION_KINDS)
+        if positions == "rope" and rope_theta is None:
+            positions = "none"  # the older spelling of a model without positions
+        self.positions = positions
         if positions != "rope":
             rope_theta = None  # the blocks rotate nothing
         self.position_encoding = SinusoidalPositions(d_model) if positions == "sinusoidal" else None

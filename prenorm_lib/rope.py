@@ -72,7 +72,7 @@ class RotaryPositionalEmbedding(nn.Module):
             return functional.apply_rope(x, cos, sin, "half")  # (..., seq_len, d_k)
         # Interleaved pairs are complex numbers, and the rotation one complex product: on a CPU
         # it runs forward and backward in a third of the time of the real form's four passes,
-        # and gives the same numbers (tests/test_rope.py checks it against the real forms).
+        # and gives the same numbers (tests/model/test_rope.py checks it against the real forms).
         return rotate_complex(x, torch.complex(cos, sin))  # (..., seq_len, d_k)
 
     def _check_positions(self, positions: torch.Tensor, seq_len: int) -> None:

@@ -1,6 +1,8 @@
 """A tiny English-like corpus generated offline, where number agreement needs attention.
 
-Used by the training experiments of notebooks 02–04. No download: a small probabilistic
+Used by the training experiments of notebooks 03 and 04 (notebook 02 trains on real
+prose instead, :mod:`prenorm_lib.lab.prose`: this grammar has too little headroom to
+separate feed-forward networks). No download: a small probabilistic
 grammar writes the sentences, so every run of a notebook sees exactly the same text.
 
 The grammar is chosen so that a language model has something to learn at every scale:

@@ -283,7 +283,12 @@ def max_attention_logit(model: nn.Module, token_ids: torch.Tensor) -> float:
 
 
 def _hidden_activations(ffn: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """The hidden layer of a feed-forward network, (..., d_ff), exactly as its forward makes it."""
+    """The hidden layer of a feed-forward network, (..., d_ff): what its second matrix reads.
+
+    ``hidden`` uses the from-scratch activations of :mod:`prenorm_lib.functional`; the
+    forward pass may use torch's fused ones, equal up to float rounding (~1e-7). The exact
+    zeros counted here are the same in both: a ReLU gives 0 either way.
+    """
     if isinstance(ffn, GatedFeedForward | FeedForward):
         return ffn.hidden(x)
     raise TypeError(f"model_or_ffn must be a TransformerLM, SwiGLU or FeedForward, got {type(ffn).__name__}")

@@ -1,15 +1,18 @@
 """The one training loop of the course, sized to run an experiment in seconds on one core.
 
-Used by notebooks 02–04 to compare feed-forward networks, positional encodings and norm
-placements on the grammar corpus of :mod:`prenorm_lib.lab.data`. The loop is the standard
+Used by notebooks 02–04 to compare feed-forward networks (on the Python docs' prose of
+:mod:`prenorm_lib.lab.prose`), positional encodings and norm placements (on the grammar
+corpus of :mod:`prenorm_lib.lab.data`). The loop is the standard
 recipe of the CS336 handout and of GPT-style training: AdamW, linear warmup then cosine
 decay, gradient clipping. Two things are course-specific:
 
 - a run that blows up is an *outcome*, not an error: the loop stops and records
   ``diverged_at`` (an exploding post-norm grid cell is something to look at, not a
   traceback);
-- it records what the notebooks plot: losses, per-layer gradient norms and the residual
-  stream's norm at every depth, every ``record_norms_every`` steps.
+- it records what the notebooks plot — training and held-out losses, and whatever an
+  ``on_eval`` probe measures at each evaluation — and, on request
+  (``record_norms_every``), per-layer gradient norms and the residual stream's norm at
+  every depth, for a learner who wants to watch them during training.
 
 Same seeds, same history, bit for bit (on one thread; :func:`prenorm_lib.setup` sets it).
 """
@@ -20,7 +23,7 @@ import inspect
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -52,11 +55,13 @@ class TrainConfig:
     eval_batches: int = 4
     seed: int = 0
     divergence_factor: float = 3.0
-    record_norms_every: int = 25
+    record_norms_every: int | None = None  # None: record no norms during training
 
     def __post_init__(self):
-        for name in ("steps", "batch_size", "context_length", "eval_every", "eval_batches", "record_norms_every"):
+        for name in ("steps", "batch_size", "context_length", "eval_every", "eval_batches"):
             validation.positive_int(name, getattr(self, name))
+        if self.record_norms_every is not None:
+            validation.positive_int("record_norms_every", self.record_norms_every)
         validation.positive_float("lr", self.lr)
         validation.positive_float("divergence_factor", self.divergence_factor)
         if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
@@ -116,11 +121,6 @@ class History:
             return math.nan
         return self.val_loss[-1]
 
-    def status(self) -> str:
-        """"1.23" (final validation loss) or "diverged at step 37"."""
-        if self.diverged_at is not None:
-            return f"diverged at step {self.diverged_at}"
-        return f"{self.final_val_loss:.2f}"
 
 
 def _parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -227,7 +227,8 @@ def train(
             group["lr"] = lr
         x, y = get_batch(corpus.train_ids, config.batch_size, config.context_length, generator)
         x, y = x.to(device), y.to(device)
-        record_norms = step % config.record_norms_every == 0 or step == 1
+        every = config.record_norms_every
+        record_norms = every is not None and (step % every == 0 or step == 1)
         if record_norms:
             with recording_residual_norms(model) as depth_norms:
                 loss = next_token_loss(model, x, y)
@@ -302,30 +303,6 @@ def build_model(corpus: Corpus, seed: int = 0, **overrides) -> TransformerLM:
         torch.manual_seed(seed)
         return TransformerLM(**config)
 
-
-def run_seeds(
-    make_model: Callable[[int], nn.Module],
-    corpus: Corpus,
-    config: TrainConfig,
-    seeds: Sequence[int],
-    progress: bool = True,
-) -> list[History]:
-    """Train ``make_model(seed)`` with ``config.seed = seed`` for each seed; one History each."""
-    if not callable(make_model):
-        raise TypeError(f"make_model must be a function seed -> model, got {type(make_model).__name__}")
-    return [train(make_model(seed), corpus, replace(config, seed=seed), progress=progress) for seed in seeds]
-
-
-def summarize(histories: Sequence[History]) -> dict:
-    """Mean and standard deviation (ddof = 1) of the final validation loss over the runs that finished.
-
-    ``n`` counts those runs, ``diverged`` the others; ``std`` is nan for fewer than two.
-    """
-    finals = [h.final_val_loss for h in histories if h.diverged_at is None]
-    n = len(finals)
-    mean = sum(finals) / n if n else math.nan
-    std = math.sqrt(sum((f - mean) ** 2 for f in finals) / (n - 1)) if n > 1 else math.nan
-    return {"mean": mean, "std": std, "n": n, "diverged": len(histories) - n}
 
 
 OUTCOMES = ("trains", "stalls", "diverges")

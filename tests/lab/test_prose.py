@@ -110,6 +110,11 @@ def test_shipped_corpus_is_a_few_megabytes_of_ascii_english(corpus):
     assert "seed" not in corpus.describe()
 
 
+def test_the_corpus_ships_with_its_license():
+    text = prose.LICENSE_PATH.read_text(encoding="utf-8")
+    assert "Python Software Foundation" in text and "PSF" in text
+
+
 def test_shipped_corpus_has_no_markup_left():
     text = "\n".join(prose.documents())
     for markup in (":func:`", ":meth:`", "``", "\n.. ", "::\n"):

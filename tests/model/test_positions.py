@@ -64,6 +64,7 @@ def test_every_position_option_has_the_default_state_dict(positions):
 def test_none_equals_the_older_spelling_rope_theta_none():
     tokens = torch.randint(0, 40, (2, 12))
     assert torch.equal(lm(positions="none")(tokens), lm(rope_theta=None)(tokens))
+    assert lm(rope_theta=None).positions == "none"
     assert all(block.attn.rope is None for block in lm(positions="sinusoidal").layers)
 
 

@@ -66,7 +66,7 @@ def train_config(config: dict[str, Any], seed: int) -> train.TrainConfig:
     return train.TrainConfig(
         steps=config["steps"], batch_size=config["batch_size"], context_length=config["context_length"],
         lr=config["lr"], warmup_steps=config["warmup_steps"], eval_every=config["eval_every"],
-        eval_batches=config["eval_batches"], seed=seed, record_norms_every=config["steps"],
+        eval_batches=config["eval_batches"], seed=seed,
     )
 
 

@@ -58,7 +58,7 @@ def run_seed(config: dict[str, Any], seed: int) -> dict[str, Any]:
             run_config = train.TrainConfig(
                 steps=config["steps"], batch_size=config["batch_size"], context_length=config["context_length"],
                 lr=lr, warmup_steps=config["warmup_steps"], eval_every=config["eval_every"],
-                eval_batches=config["eval_batches"], seed=seed, record_norms_every=config["steps"] + 1,
+                eval_batches=config["eval_batches"], seed=seed,
             )
             model = train.build_model(corpus, seed, num_layers=config["num_layers"],
                                       context_length=config["context_length"], **options)

@@ -71,7 +71,7 @@ def _rounded(values) -> list[float]:
 
 def _train(config: dict, corpus: Corpus, positions: str, seed: int, steps: int, lr: float, eval_every: int):
     model = build_model(corpus, seed=seed, positions=positions)
-    run = TrainConfig(steps=steps, lr=lr, seed=seed, eval_every=eval_every, record_norms_every=steps)
+    run = TrainConfig(steps=steps, lr=lr, seed=seed, eval_every=eval_every)
     history = train(model, corpus, run, progress=False, on_eval=_probe(config, corpus))
     curves = {"val_loss": _rounded(history.val_loss), **{k: _rounded(v) for k, v in history.metrics.items()}}
     return model, history.val_steps, curves
@@ -82,7 +82,7 @@ def _beyond(config: dict, corpus: Corpus, models: dict, seed: int) -> dict:
     length, windows = config["extended_context"], config["position_windows"]
     steps = config["finetune_steps"]
     finetune = TrainConfig(steps=steps, lr=config["finetune_lr"], warmup_steps=0, context_length=length,
-                           seed=1000 + seed, eval_every=steps, record_norms_every=steps) if steps else None
+                           seed=1000 + seed, eval_every=steps) if steps else None
     results = {}
     for positions, model in models.items():
         for scaling in EXTENSIONS[positions]:

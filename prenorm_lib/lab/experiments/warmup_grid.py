@@ -20,7 +20,8 @@ from typing import Any
 from prenorm_lib.lab import data, train
 from prenorm_lib.lab.train import outcome_of
 
-DESCRIPTION = "6-block LMs: pre/post/no norm and three controls × lr × warmup, 50 updates, paired seeds"
+DESCRIPTION = ("LMs of 6 blocks: pre/post/no norm, and four controls (scaled init for post and no norm, "
+               "DeepNorm, post-norm with 4 blocks) × lr × warmup, 50 updates, paired seeds")
 
 CONFIG: dict[str, Any] = {
     "blocks": {
@@ -72,7 +73,7 @@ def run_seed(config: dict[str, Any], seed: int) -> dict[str, Any]:
                 run_config = train.TrainConfig(
                     steps=config["steps"], batch_size=config["batch_size"], context_length=config["context_length"],
                     lr=lr, warmup_steps=warmup, eval_every=config["eval_every"], eval_batches=config["eval_batches"],
-                    seed=seed, record_norms_every=config["steps"] + 1,
+                    seed=seed,
                 )
                 model = train.build_model(corpus, seed, context_length=config["context_length"], **options)
                 history = train.train(model, corpus, run_config, progress=False)

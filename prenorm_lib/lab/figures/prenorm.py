@@ -31,9 +31,10 @@ from matplotlib.ticker import MaxNLocator
 
 from prenorm_lib.lab import probes
 from prenorm_lib.lab.data import Corpus, get_batch, make_corpus
+from prenorm_lib.lab.experiments import warmup_grid
 from prenorm_lib.lab.plotting import COLORS, mean_band
 from prenorm_lib.lab.sliders import LiveFigure
-from prenorm_lib.lab.train import History, TrainConfig, build_model, train
+from prenorm_lib.lab.train import OUTCOMES, History, TrainConfig, build_model, train
 
 PLACEMENT_LABELS = {
     "pre": "pre-norm",
@@ -62,7 +63,8 @@ VARIANT_STYLES = {
 }
 
 
-def _style(variant: str) -> tuple[str, str]:
+def variant_style(variant: str) -> tuple[str, str]:
+    """(colour, line style) of a block variant, the same in every figure of the course."""
     return VARIANT_STYLES.get(variant, (COLORS["reference"], ":"))
 
 
@@ -223,7 +225,7 @@ def residual_norms_over_seeds(
 def _draw_grad_norms(ax, norms: Mapping[str, np.ndarray]) -> None:
     for placement, runs in norms.items():
         layers = np.arange(1, runs.shape[1] + 1)
-        color, _ = _style(placement)
+        color, _ = variant_style(placement)
         mean_band(ax, layers, runs, _label(placement), color=color)
         ax.plot(layers, runs.mean(axis=0), "o", color=color, markersize=4)
     ax.set_xlabel("layer (input side = 1)")
@@ -377,7 +379,7 @@ def depth_slider(profiles: Mapping) -> LiveFigure:
                            label="Lemma 2 band")
     stream_lines, grad_lines = {}, {}
     for placement in placements:
-        color, style = _style(placement)
+        color, style = variant_style(placement)
         (stream_lines[placement],) = ax_stream.plot([], [], "o" + style, color=color, markersize=4,
                                                     label=_label(placement))
         (grad_lines[placement],) = ax_grad.plot([], [], "o" + style, color=color, markersize=4)
@@ -438,7 +440,7 @@ def plot_residual_norms(norms: Mapping[str, np.ndarray], d_model: int) -> plt.Fi
             finite = np.isfinite(runs).all(axis=0)  # depths where no seed overflowed
             shown = len(depths) if finite.all() else int(np.argmin(finite))
             label = _label(placement) + ("" if shown == len(depths) else f" (inf beyond {shown - 1})")
-            color, style = _style(placement)
+            color, style = variant_style(placement)
             line = mean_band(ax, depths[:shown], runs[:, :shown], label, color=color, spread="minmax")
             line.set_linestyle(style)
             ax.plot(depths[:shown], runs[:, :shown].mean(axis=0), "o", color=color, markersize=4)
@@ -458,7 +460,7 @@ def plot_last_layer_grad_by_depth(grads: Mapping[str, np.ndarray], depths: Seque
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     depths_arr = np.asarray(depths, dtype=float)
     for placement, runs in grads.items():
-        color, _ = _style(placement)
+        color, _ = variant_style(placement)
         mean_band(ax, depths_arr, runs, _label(placement), color=color)
         ax.plot(depths_arr, runs.mean(axis=0), "o", color=color, markersize=4)
     if "pre" in grads:
@@ -484,24 +486,20 @@ def plot_last_layer_grad_by_depth(grads: Mapping[str, np.ndarray], depths: Seque
 def stability_grid(
     corpus: Corpus, config: TrainConfig, placements: Sequence[str], lrs: Sequence[float],
     warmups: Sequence[int], seeds: Sequence[int] = (0,), num_layers: int = 6,
-    done: Mapping[tuple[str, int, float, int], History] | None = None,
 ) -> dict[tuple[str, int, float, int], History]:
     """Train one small model per (placement, warmup, lr, seed); key → its History.
 
-    ``done`` holds runs already made (same keys), which are reused instead of retrained.
     The full grid, with more seeds and the controls, is the experiment record ``warmup_grid``.
     """
-    results = dict(done or {})
+    results = {}
     for placement in placements:
         for warmup in warmups:
             for lr in lrs:
                 for seed in seeds:
-                    key = (placement, warmup, lr, seed)
-                    if key not in results:
-                        run_config = replace(config, lr=lr, warmup_steps=warmup, seed=seed)
-                        model = build_model(corpus, seed, norm=placement, num_layers=num_layers,
-                                            context_length=config.context_length)
-                        results[key] = train(model, corpus, run_config, progress=False)
+                    run_config = replace(config, lr=lr, warmup_steps=warmup, seed=seed)
+                    model = build_model(corpus, seed, norm=placement, num_layers=num_layers,
+                                        context_length=config.context_length)
+                    results[(placement, warmup, lr, seed)] = train(model, corpus, run_config, progress=False)
     return results
 
 
@@ -509,8 +507,9 @@ def grid_summary(record) -> dict[tuple[str, int, float], dict]:
     """The ``warmup_grid`` record by cell (block, warmup, lr): every seed's outcome and final loss.
 
     Each value holds ``"outcomes"`` (one per seed, in seed order), ``"losses"`` (final
-    validation loss, nan where the run diverged), ``"diverged_at"`` and ``"label"``, the
-    text of the cell: "trains 5/5", or the counts when seeds disagree.
+    validation loss, nan where the run diverged), ``"loss_mean"`` (over the seeds that
+    finished, nan if none did), ``"diverged_at"`` and ``"label"``, the text of the cell:
+    "trains 5/5", or the counts when seeds disagree.
     """
     config = record.config
     runs = [run["cells"] for _, run in record.by_seed()]
@@ -518,15 +517,16 @@ def grid_summary(record) -> dict[tuple[str, int, float], dict]:
     for block in config["blocks"]:
         for warmup in config["warmups"]:
             for lr in config["lrs"]:
-                cells = [cells[f"{block}|{lr:g}|{warmup}"] for cells in runs]
+                cells = [cells[warmup_grid.cell_key(block, lr, warmup)] for cells in runs]
                 outcomes = [cell["outcome"] for cell in cells]
-                counts = {o: outcomes.count(o) for o in ("trains", "stalls", "diverges") if o in outcomes}
-                label = "\n".join(f"{o} {n}/{len(outcomes)}" for o, n in counts.items())
+                counts = {o: outcomes.count(o) for o in OUTCOMES if o in outcomes}
+                losses = [math.nan if c["final_val_loss"] is None else c["final_val_loss"] for c in cells]
                 summary[(block, warmup, lr)] = {
                     "outcomes": outcomes,
-                    "losses": [math.nan if c["final_val_loss"] is None else c["final_val_loss"] for c in cells],
+                    "losses": losses,
+                    "loss_mean": float(mean_over_finite(np.array([losses]).T)[0]),
                     "diverged_at": [c["diverged_at"] for c in cells],
-                    "label": label,
+                    "label": "\n".join(f"{o} {n}/{len(outcomes)}" for o, n in counts.items()),
                 }
     return summary
 
@@ -571,18 +571,21 @@ def plot_stability_grid(
 
 
 def plot_loss_curves(histories: Mapping[str, History], reference: float | None = None,
-                     title: str | None = None) -> plt.Figure:
+                     title: str | None = None,
+                     styles: Mapping[str, tuple[str, str]] | None = None) -> plt.Figure:
     """Training loss per step (line, where recorded) and validation loss where it was measured (markers).
 
     A "history" is anything with ``val_steps`` and ``val_loss`` (and optionally
     ``train_loss``): a :class:`~prenorm_lib.lab.train.History`, or a run of an experiment record.
+    ``styles`` maps a name to its (colour, line style) — e.g. from :func:`variant_style`, so a
+    block variant keeps its colour; other names take the next colour of the cycle.
     """
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for i, (name, history) in enumerate(histories.items()):
-        color = f"C{i}"
+        color, style = (styles or {}).get(name, (f"C{i}", "-"))
         train_loss = getattr(history, "train_loss", None)
         if train_loss:
-            ax.plot(np.arange(1, len(train_loss) + 1), train_loss, color=color, lw=1.2, label=name)
+            ax.plot(np.arange(1, len(train_loss) + 1), train_loss, style, color=color, lw=1.2, label=name)
             ax.plot(history.val_steps, history.val_loss, "o", color=color, markersize=5, markeredgecolor="white")
         else:
             ax.plot(history.val_steps, history.val_loss, "o-", color=color, markersize=5, label=name)
@@ -641,7 +644,7 @@ def plot_first_update(results: Mapping[str, dict], depths: Sequence[int], at_dep
     j = list(depths).index(at_depth)
     blocks = np.arange(1, at_depth + 1)
     for name, result in results.items():
-        color, style = _style(name)
+        color, style = variant_style(name)
         if name in by_layer:
             gradient = np.mean([runs[j] / runs[j][0] for runs in result["gradient"]], axis=0)
             update = np.mean([runs[j] / runs[j][0] for runs in result["update_ratio"]], axis=0)
@@ -740,7 +743,7 @@ def plot_lr_sweep(summary: Mapping[str, Mapping[str, np.ndarray]], lrs: Sequence
     fig, (ax_loss, ax_logit) = plt.subplots(1, 2, figsize=(11, 4.6))
     lrs_arr = np.asarray(lrs, dtype=float)
     for block, arrays in summary.items():
-        color, style = _style(block)
+        color, style = variant_style(block)
         for ax, runs, center in ((ax_loss, arrays["loss"], arrays["loss_mean"]),
                                  (ax_logit, arrays["logit"], arrays["logit_median"])):
             shown = np.isfinite(center)
@@ -803,8 +806,7 @@ def _grid_example() -> plt.Figure:
     record = experiments.load("warmup_grid")
     summary = grid_summary(record)
     config = record.config
-    losses = {key: float(np.nanmean(cell["losses"])) if not all(map(math.isnan, cell["losses"])) else math.nan
-              for key, cell in summary.items()}
+    losses = {key: cell["loss_mean"] for key, cell in summary.items()}
     labels = {key: cell["label"] for key, cell in summary.items()}
     return plot_stability_grid(losses, labels, list(config["blocks"]), config["warmups"], config["lrs"],
                                reference=record.runs["0"]["unigram_loss"])
@@ -816,8 +818,9 @@ def _loss_curves_example() -> plt.Figure:
     from prenorm_lib.lab import experiments
 
     cells = experiments.load("warmup_grid").runs["0"]["cells"]
-    return plot_loss_curves({name: SimpleNamespace(**cells[key]) for name, key in
-                             (("pre-norm", "pre|0.01|0"), ("post-norm", "post|0.01|0"))}, reference=3.8)
+    curves = {_label(block): SimpleNamespace(**cells[warmup_grid.cell_key(block, 0.01, 0)])
+              for block in ("pre", "post")}
+    return plot_loss_curves(curves, reference=3.8, styles={_label(b): variant_style(b) for b in ("pre", "post")})
 
 
 def _first_update_example() -> plt.Figure:

@@ -2,8 +2,8 @@
 
 The notebook explains; the code it runs more than once (plots, the depth experiment, the
 shift slider, the deliberately broken kernel of the fp16 demo) lives here so the README's
-figure and the notebook's picture are drawn by the same function. The timing harness is
-``prenorm_lib.course.bench``; its stored run is the experiment ``rmsnorm_speed``.
+figure and the notebook's picture are drawn by the same function. The timing itself is
+:mod:`prenorm_lib.lab.timing`; its stored run is the experiment ``rmsnorm_speed``.
 """
 
 from __future__ import annotations

@@ -492,13 +492,13 @@ def _record_example():
     return experiments.read("rope_positions")
 
 
-def record_training_curves(record, key: str = "main", steps_key: str = "val_steps") -> tuple[list, dict]:
+def record_training_curves(record) -> tuple[list, dict]:
     """(steps, runs) for :func:`draw_training_curves` from a record of ``rope_positions``."""
     seeds = record.by_seed()
-    runs = {positions: {name: np.array([result[key][positions][name] for _, result in seeds])
+    runs = {positions: {name: np.array([result["main"][positions][name] for _, result in seeds])
                         for name in ("val_loss", "attractor", "agreement")}
             for positions in record.config["positions"]}
-    return seeds[0][1][steps_key], runs
+    return seeds[0][1]["val_steps"], runs
 
 
 def record_loss_by_position(record, stage: str) -> dict[str, np.ndarray]:
