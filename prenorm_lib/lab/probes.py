@@ -96,6 +96,19 @@ def _check_stack(model: nn.Module, name: str = "model") -> None:
 
 
 @contextmanager
+def evaluating(model: nn.Module) -> Iterator[None]:
+    """Eval mode without gradients while active; the model's train/eval mode is restored on
+    exit, even on error (the course's models have no dropout, so this is bookkeeping)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+@contextmanager
 def hooks(modules: Iterable[nn.Module], hook, pre: bool = False) -> Iterator[None]:
     """While active, ``hook`` runs on every forward pass of each module (before it, if ``pre``).
 
@@ -272,13 +285,8 @@ def max_attention_logit(model: nn.Module, token_ids: torch.Tensor) -> float:
         visible = functional.causal_mask(logits.shape[-1], device=logits.device)  # (T, T)
         largest.append(logits.abs().masked_fill(~visible, 0).amax().item())
 
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad(), hooks([layer.attn for layer in model.layers], record, pre=True):
-            model(token_ids)
-    finally:
-        model.train(was_training)
+    with evaluating(model), hooks([layer.attn for layer in model.layers], record, pre=True):
+        model(token_ids)
     return max(largest)
 
 
@@ -352,11 +360,8 @@ def agreement_accuracy(
     ids = torch.full((len(rows), width), tokenizer.eos_id, dtype=torch.long)  # right padding: causal
     for i, row in enumerate(rows):
         ids[i, : len(row)] = torch.tensor(row)
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
+    with evaluating(model):
         logits = model(ids)  # (N, width, vocab_size)
-    model.train(was_training)
     at_verb = logits[torch.arange(len(rows)), torch.tensor(last)]  # (N, vocab_size)
     hits = at_verb[torch.arange(len(rows)), torch.tensor(correct_ids)] > at_verb[
         torch.arange(len(rows)), torch.tensor(wrong_ids)

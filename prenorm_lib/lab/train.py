@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from prenorm_lib import validation
 from prenorm_lib.ffn import default_hidden_dim
 from prenorm_lib.lab.data import VOCABULARY, Corpus, get_batch
-from prenorm_lib.lab.probes import gradient_norms_by_layer, next_token_loss, recording_residual_norms
+from prenorm_lib.lab.probes import evaluating, gradient_norms_by_layer, next_token_loss, recording_residual_norms
 from prenorm_lib.model import TransformerLM
 
 VAL_BATCH_SEED = 2020  # every run is scored on the same validation windows
@@ -145,13 +145,9 @@ def model_device(model: nn.Module) -> torch.device:
 
 def evaluate(model: nn.Module, batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> float:
     """Mean next-token loss over ``batches`` in eval mode, without gradients."""
-    was_training = model.training
     device = model_device(model)
-    model.eval()
-    with torch.no_grad():
-        loss = sum(next_token_loss(model, x.to(device), y.to(device)).item() for x, y in batches) / len(batches)
-    model.train(was_training)
-    return loss
+    with evaluating(model):
+        return sum(next_token_loss(model, x.to(device), y.to(device)).item() for x, y in batches) / len(batches)
 
 
 def loss_by_position(model: nn.Module, ids: torch.Tensor, context_length: int, windows: int = 256,
@@ -166,12 +162,9 @@ def loss_by_position(model: nn.Module, ids: torch.Tensor, context_length: int, w
     validation.positive_int("windows", windows)
     x, y = get_batch(ids, windows, context_length, torch.Generator().manual_seed(seed))
     device = model_device(model)
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
+    with evaluating(model):
         logits = model(x.to(device))  # (windows, T, vocab_size)
         losses = nn.functional.cross_entropy(logits.transpose(1, 2), y.to(device), reduction="none")  # (windows, T)
-    model.train(was_training)
     return losses.mean(dim=0).cpu()  # (T,)
 
 

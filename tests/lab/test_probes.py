@@ -8,6 +8,7 @@ import torch
 
 from prenorm_lib.ffn import FeedForward, SwiGLU
 from prenorm_lib.functional import causal_mask
+from prenorm_lib.lab import probes
 from prenorm_lib.lab.data import get_batch, make_corpus
 from prenorm_lib.lab.probes import (
     adam_first_step,
@@ -248,3 +249,15 @@ def test_shared_fraction_is_one_for_identical_positions_and_small_for_random_one
     shares = shared_fraction_by_depth(model, random_tokens)
     assert len(shares) == 3 and 0 < shares[0] < 0.2
     assert hook_count(model) == 0
+
+
+def test_evaluating_restores_the_mode_even_on_error():
+    model = torch.nn.Linear(2, 2)
+    with pytest.raises(RuntimeError, match="on purpose"), probes.evaluating(model):
+        assert not model.training and not torch.is_grad_enabled()
+        raise RuntimeError("on purpose")
+    assert model.training and torch.is_grad_enabled()
+    model.eval()
+    with probes.evaluating(model):
+        pass
+    assert not model.training
