@@ -50,6 +50,8 @@ from pathlib import Path
 
 import nbformat
 
+from prenorm_lib.course.stored_widgets import WIDGET_VIEW, descendants, widget_models
+
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 # A Jupyter data folder holding voila/templates/classroom; Voilà finds it through JUPYTER_PATH.
 ASSETS = Path(__file__).with_name("classroom_assets")
@@ -57,8 +59,6 @@ TEMPLATE = "classroom"
 
 KEEP_TAG = "classroom"
 HIDE_TAG = "classroom-hide"
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 PICTURE_MIME_TYPES = ("image/png", "image/jpeg", "image/svg+xml")
 # Widgets that carry a figure or move one: a LiveFigure (an Image), an interact (an Output), sliders.
 FIGURE_WIDGET_MODELS = ("ImageModel", "OutputModel")
@@ -94,23 +94,8 @@ def _stored_widget_shows_a_figure(model_id: str, models: dict) -> bool:
     Without stored widget state nothing is known, and the widget counts as a figure."""
     if not models:
         return True
-    stack, seen = [model_id], set()
-    while stack:
-        model = models.get(stack.pop(), {})
-        name = model.get("model_name", "")
-        if name in FIGURE_WIDGET_MODELS or name.endswith("SliderModel"):
-            return True
-        for child in model.get("state", {}).get("children", []):
-            child_id = str(child).removeprefix("IPY_MODEL_")
-            if child_id not in seen:
-                seen.add(child_id)
-                stack.append(child_id)
-    return False
-
-
-def widget_models(notebook: nbformat.NotebookNode) -> dict:
-    """The widget models stored with the notebook, by id (empty if none were saved)."""
-    return notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    names = (model.get("model_name", "") for model in descendants(models, model_id))
+    return any(name in FIGURE_WIDGET_MODELS or name.endswith("SliderModel") for name in names)
 
 
 def shows_picture_or_widget(cell: nbformat.NotebookNode, models: dict | None = None) -> bool:

@@ -36,6 +36,8 @@ from markupsafe import Markup
 from nbconvert import HTMLExporter
 from nbconvert.filters.markdown import markdown2html_mistune
 
+from prenorm_lib.course.stored_widgets import WIDGET_VIEW, descendants, widget_models
+
 ASSETS = Path(__file__).with_name("site_assets")
 # The parts of MathJax 2 a page loads: the TeX input, the HTML-CSS output with the STIX
 # web fonts (the only ones the package ships) and the extensions the combined
@@ -44,8 +46,6 @@ MATHJAX_PARTS = ("MathJax.js", "LICENSE", "config", "extensions", "jax/element",
                  "jax/output/HTML-CSS", "fonts/HTML-CSS/STIX-Web", "localization/en")
 MATHJAX_LEFT_OUT = ("a11y",)
 NOTEBOOK_PATTERN = "[0-9][0-9]_*.ipynb"
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 MARKER = ".prenorm-site"  # marks a folder this module built, so a rebuild may empty it
 
 COURSE_TITLE = "prenorm: the pre-norm Transformer block, piece by piece"
@@ -99,21 +99,6 @@ def first_heading_and_paragraph(notebook: nbformat.NotebookNode) -> tuple[str, s
     return title, description
 
 
-def _models(notebook: nbformat.NotebookNode) -> dict:
-    return notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-
-
-def _descendants(models: dict, model_id: str) -> Iterable[dict]:
-    """The widget model `model_id` and every model below it (children of boxes)."""
-    model = models.get(model_id)
-    if model is None:
-        return
-    yield model
-    for child in model.get("state", {}).get("children", []):
-        if isinstance(child, str) and child.startswith("IPY_MODEL_"):
-            yield from _descendants(models, child.removeprefix("IPY_MODEL_"))
-
-
 def _slider_values(models: Iterable[dict]) -> list[str]:
     values = []
     for model in models:
@@ -130,7 +115,7 @@ def static_widget_outputs(output: nbformat.NotebookNode, models: dict) -> list[n
     A LiveFigure's display carries its first frame as a PNG: that frame is shown. An
     `interact` keeps its plot in an Output widget: the outputs captured there are shown.
     """
-    found = list(_descendants(models, output.data[WIDGET_VIEW].get("model_id", "")))
+    found = list(descendants(models, output.data[WIDGET_VIEW].get("model_id", "")))
     values = _slider_values(found)
     first_frame = "image/png" in output.data
     shown = "its first frame" if first_frame else "the output"
@@ -152,7 +137,7 @@ def static_widget_outputs(output: nbformat.NotebookNode, models: dict) -> list[n
 
 def make_static(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """Replace widget views by notes and captured outputs; drop the widget state."""
-    models = _models(notebook)
+    models = widget_models(notebook)
     for cell in notebook.cells:
         if cell.cell_type != "code":
             continue

@@ -8,7 +8,7 @@ import ipywidgets as widgets
 import nbformat
 import pytest
 
-from prenorm_lib.course import classroom
+from prenorm_lib.course import classroom, stored_widgets
 
 
 def notebook(*cells):
@@ -55,7 +55,7 @@ def test_code_cells_all_run_and_show_only_pictures_and_widgets():
                 "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "bar"}}}
     source = notebook(code("x = 1\nprint(x)", TEXT), code("plot()", PNG, TEXT), code("interact(f)", WIDGET),
                       code("live", LIVE_FIGURE), code("y = 2"), code("train()", progress, TEXT))
-    source.metadata["widgets"] = {classroom.WIDGET_STATE: {"state": {
+    source.metadata["widgets"] = {stored_widgets.WIDGET_STATE: {"state": {
         "abc": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_slider", "IPY_MODEL_out"]}},
         "slider": {"model_name": "FloatSliderModel", "state": {}}, "out": {"model_name": "OutputModel", "state": {}},
         "bar": {"model_name": "HBoxModel", "state": {"children": ["IPY_MODEL_progress"]}},
@@ -79,7 +79,7 @@ def test_a_stored_copy_of_a_slider_picture_runs_silently():
         code("live", first_frame), code("display(Image(live.frame()))", {**PNG, "data": {"image/png": "FRAME="}}),
         code("plot()", PNG),
     )
-    source.metadata["widgets"] = {classroom.WIDGET_STATE: {"state": {
+    source.metadata["widgets"] = {stored_widgets.WIDGET_STATE: {"state": {
         "abc": {"model_name": "OutputModel", "state": {"outputs": [interact_plot]}}}}}
     assert [kind for kind, _ in shown(classroom.dashboard(source))] == [
         "pictures", "silent", "pictures", "silent", "pictures"]
@@ -135,7 +135,7 @@ def test_every_course_notebook_keeps_its_title_sliders_and_plots(number):
     view = classroom.dashboard(original)
     silent = "%%classroom_view silent"
     pictures = [c for c in view.cells[1:] if c.cell_type == "code" and not c.source.startswith(silent)]
-    copies, models = classroom.slider_pictures(original), classroom.widget_models(original)
+    copies, models = classroom.slider_pictures(original), stored_widgets.widget_models(original)
     expected = [c for c in original.cells if c.cell_type == "code"
                 and (classroom.shows_picture_or_widget(c, models) or classroom.KEEP_TAG in classroom.tags(c))
                 and classroom.HIDE_TAG not in classroom.tags(c) and not classroom.repeats_a_slider(c, copies)]

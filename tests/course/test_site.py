@@ -9,15 +9,15 @@ import base64
 import nbformat
 import pytest
 
-from prenorm_lib.course import site
+from prenorm_lib.course import site, stored_widgets
 
-WIDGET_VIEW = site.WIDGET_VIEW
+WIDGET_VIEW = stored_widgets.WIDGET_VIEW
 PNG = base64.b64encode(b"\x89PNG first frame").decode()
 
 
 def widget_state(*models):
     """Notebook metadata holding the widget models (id, model_name, state)."""
-    return {"widgets": {site.WIDGET_STATE: {"version_major": 2, "version_minor": 0, "state": {
+    return {"widgets": {stored_widgets.WIDGET_STATE: {"version_major": 2, "version_minor": 0, "state": {
         model_id: {"model_name": name, "model_module": "@jupyter-widgets/controls", "state": state}
         for model_id, name, state in models}}}}
 
@@ -113,3 +113,12 @@ def test_a_missing_mathjax_package_is_named(monkeypatch):
     monkeypatch.setattr(site.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ValueError, match="jupyter-server-mathjax package, which is not installed"):
         site.mathjax_source()
+
+
+def test_descendants_walk_boxes_once_in_order_and_skip_missing_models():
+    models = {"box": {"state": {"children": ["IPY_MODEL_a", "IPY_MODEL_b", "IPY_MODEL_gone"]}},
+              "a": {"model_name": "FloatSliderModel", "state": {"children": ["IPY_MODEL_box"]}},
+              "b": {"model_name": "ImageModel"}}
+    assert [m.get("model_name") for m in stored_widgets.descendants(models, "box")] == [
+        None, "FloatSliderModel", "ImageModel"]
+    assert list(stored_widgets.descendants(models, "nothing")) == []

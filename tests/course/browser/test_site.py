@@ -21,7 +21,7 @@ from urllib.parse import urldefrag, urljoin
 import nbformat
 import pytest
 
-from prenorm_lib.course import site
+from prenorm_lib.course import site, stored_widgets
 
 from . import _checks as checks
 from ._chromium import block_external_requests
@@ -36,7 +36,7 @@ IMAGES_LOADED_JS = """
 def widget_views(notebook: Path) -> int:
     """How many widget outputs the stored notebook has (each becomes a note on its page)."""
     node = nbformat.read(notebook, as_version=4)
-    return sum(site.WIDGET_VIEW in output.get("data", {})
+    return sum(stored_widgets.WIDGET_VIEW in output.get("data", {})
                for cell in node.cells if cell.cell_type == "code" for output in cell.outputs)
 
 
