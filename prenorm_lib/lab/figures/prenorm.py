@@ -588,7 +588,7 @@ def plot_loss_curves(histories: Mapping[str, History], reference: float | None =
             ax.plot(np.arange(1, len(train_loss) + 1), train_loss, style, color=color, lw=1.2, label=name)
             ax.plot(history.val_steps, history.val_loss, "o", color=color, markersize=5, markeredgecolor="white")
         else:
-            ax.plot(history.val_steps, history.val_loss, "o-", color=color, markersize=5, label=name)
+            ax.plot(history.val_steps, history.val_loss, "o" + style, color=color, markersize=5, label=name)
     if reference is not None:
         ax.axhline(reference, color=COLORS["reference"], ls=":", lw=1.2, label="unigram loss")
     ax.set_xlabel("step")

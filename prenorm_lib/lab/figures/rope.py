@@ -319,7 +319,7 @@ def draw_cost_ratios(d_ks, time_ratios, memory_ratios):
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("d_k")
-    ax.set_ylabel("matrix ÷ cos/sin")
+    ax.set_ylabel("matrices ÷ elementwise (cached cos/sin)")
     ax.set_title("Cost of the explicit d_k×d_k matrices")
     ax.legend(loc="upper left")
     return fig
