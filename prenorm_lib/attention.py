@@ -1,6 +1,6 @@
 """Causal multi-head self-attention with optional RoPE and QK-norm on queries and keys.
 
-Introduced in notebook 04. The module calls torch's fused
+Introduced in notebook 05. The module calls torch's fused
 ``scaled_dot_product_attention`` (the fast path); the tests prove it equals the
 from-scratch :func:`prenorm_lib.functional.scaled_dot_product_attention`.
 

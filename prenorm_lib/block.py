@@ -1,6 +1,6 @@
 """The Transformer block, with the normalisation placed before, after, around, or nowhere.
 
-Introduced in notebook 04. Each placement is a separate, explicit code path, so that no
+Introduced in notebook 05. Each placement is a separate, explicit code path, so that no
 reader can mistake one for another:
 
 - ``norm="pre"`` (GPT-2 onwards, Llama, CS336): ``h = x + Attn(ln1(x))``,
@@ -11,7 +11,7 @@ reader can mistake one for another:
 - ``norm="none"``: ``h = x + Attn(x)``, ``y = h + FFN(h)`` — the ablation without
   normalisation.
 
-What current models changed after pre-norm (notebook 04, "the frontier"):
+What current models changed after pre-norm (notebook 05, "the frontier"):
 
 - ``norm="sandwich"`` (CogView, Gemma 2; Peri-LN): a norm before *and* after each
   sub-layer, ``h = x + ln1_out(Attn(ln1(x)))``.
@@ -51,7 +51,7 @@ FORWARDS = {  # placement -> the method that computes it
     "deepnorm": "deepnorm_forward",
     "rezero": "rezero_forward",
 }
-NORM_PLACEMENTS = ("pre", "post", "none")  # the three placements notebook 04 compares (and exercise 4.3)
+NORM_PLACEMENTS = ("pre", "post", "none")  # the three placements notebook 05 compares (and exercise 5.3)
 FRONTIER_NORMS = ("sandwich", "reordered", "deepnorm", "rezero")  # what current models changed after pre-norm
 NORMS = NORM_PLACEMENTS + FRONTIER_NORMS
 NEEDS_NUM_LAYERS = ("deepnorm",)  # placements whose constants depend on the depth L

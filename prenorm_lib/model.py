@@ -1,6 +1,6 @@
 """The Transformer language model: embeddings, a stack of blocks, a final norm, a head.
 
-Closing section of notebook 04; the course's training experiments use small instances.
+Closing section of notebook 05; the course's training experiments use small instances.
 """
 
 from __future__ import annotations

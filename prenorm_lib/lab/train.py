@@ -1,6 +1,6 @@
 """The one training loop of the course, sized to run an experiment in seconds on one core.
 
-Used by notebooks 02–04 to compare feed-forward networks (on the Python docs' prose of
+Used by notebooks 02, 03 and 05 to compare feed-forward networks (on the Python docs' prose of
 :mod:`prenorm_lib.lab.prose`), positional encodings and norm placements (on the grammar
 corpus of :mod:`prenorm_lib.lab.data`). The loop is the standard
 recipe of the CS336 handout and of GPT-style training: AdamW, linear warmup then cosine

@@ -1,4 +1,4 @@
-"""The notebook-04 checkers pass correct blocks and name each typical mistake."""
+"""The notebook-05 checkers pass correct blocks and name each typical mistake."""
 
 from types import SimpleNamespace
 
@@ -13,7 +13,7 @@ from prenorm_lib.course.exercises.remote import loopback
 
 pytest_plugins = ["learner_wire"]
 
-# ----------------------------------------------------------------------------- 4.1
+# ----------------------------------------------------------------------------- 5.1
 
 
 def pre_norm(x, ln1, attn, ln2, ffn):
@@ -101,12 +101,12 @@ def pre_skips_ffn_branch_weirdly(x, ln1, attn, ln2, ffn):
 
 
 def pre_unfilled(x, ln1, attn, ln2, ffn):
-    raise NotImplementedError("Exercise 4.1: the pre-norm forward pass")
+    raise NotImplementedError("Exercise 5.1: the pre-norm forward pass")
 
 
 def test_pre_norm_correct_passes(via, capsys):
     check.pre_norm_forward(via(pre_norm))
-    assert capsys.readouterr().out.startswith("Exercise 4.1 passed:")
+    assert capsys.readouterr().out.startswith("Exercise 5.1 passed:")
 
 
 @pytest.mark.parametrize(
@@ -118,13 +118,13 @@ def test_pre_norm_correct_passes(via, capsys):
     ],
 )
 def test_pre_norm_from_the_library_is_refused(library, words, via):
-    with pytest.raises(Hint, match=r"^Exercise 4\.1: ") as info:
+    with pytest.raises(Hint, match=r"^Exercise 5\.1: ") as info:
         check.pre_norm_forward(via(library))
     assert words in str(info.value)
 
 
 def test_post_norm_from_the_library_is_refused(via):
-    with pytest.raises(Hint, match=r"^Exercise 4\.2: that is the library's own `[\w.]*post_norm_forward`"):
+    with pytest.raises(Hint, match=r"^Exercise 5\.2: that is the library's own `[\w.]*post_norm_forward`"):
         check.post_norm_forward(via(TransformerBlock.post_norm_forward))
 
 
@@ -151,18 +151,18 @@ def test_pre_norm_mistakes_get_their_hint(learner, hint, via):
     with pytest.raises(Hint) as info:
         check.pre_norm_forward(via(learner))
     message = str(info.value)
-    assert message.startswith("Exercise 4.1: ")
+    assert message.startswith("Exercise 5.1: ")
     assert hint in message, message
 
 
 def test_pre_norm_unfilled_scaffold_is_not_done(via, capsys):
     check.pre_norm_forward(via(pre_unfilled))
-    assert capsys.readouterr().out.startswith("Exercise 4.1 is not done yet — ")
+    assert capsys.readouterr().out.startswith("Exercise 5.1 is not done yet — ")
     with pytest.raises(NotDone):
         check.pre_norm_forward.core(via(pre_unfilled))
 
 
-# ----------------------------------------------------------------------------- 4.2
+# ----------------------------------------------------------------------------- 5.2
 
 
 def post_norm(x, ln1, attn, ln2, ffn):
@@ -217,7 +217,7 @@ def post_returns_tuple(x, ln1, attn, ln2, ffn):
 
 def test_post_norm_correct_passes(via, capsys):
     check.post_norm_forward(via(post_norm))
-    assert capsys.readouterr().out.startswith("Exercise 4.2 passed:")
+    assert capsys.readouterr().out.startswith("Exercise 5.2 passed:")
 
 
 @pytest.mark.parametrize(
@@ -238,7 +238,7 @@ def test_post_norm_mistakes_get_their_hint(learner, hint, via):
     with pytest.raises(Hint) as info:
         check.post_norm_forward(via(learner))
     message = str(info.value)
-    assert message.startswith("Exercise 4.2: ")
+    assert message.startswith("Exercise 5.2: ")
     assert hint in message, message
 
 
@@ -255,7 +255,7 @@ def test_every_variant_differs_from_the_reference_and_from_each_other():
                 assert not torch.allclose(a, b, atol=1e-4), "two variants coincide"
 
 
-# ----------------------------------------------------------------------------- 4.3
+# ----------------------------------------------------------------------------- 5.3
 
 UNIGRAM = 3.8
 
@@ -271,7 +271,7 @@ RIGHT = {"pre": "trains", "post": "stalls", "none": "diverges"}
 def test_divergence_right_prediction_passes(capsys):
     check.divergence_prediction(RIGHT, RUNS, UNIGRAM)
     out = capsys.readouterr().out
-    assert out.startswith("Exercise 4.3 passed:")
+    assert out.startswith("Exercise 5.3 passed:")
     assert "post stalls" in out
 
 
@@ -294,7 +294,7 @@ def test_divergence_prediction_ignores_case_and_spaces(capsys):
 def test_divergence_wrong_prediction_explains(prediction, hint):
     with pytest.raises(Hint) as info:
         check.divergence_prediction(prediction, RUNS, UNIGRAM)
-    assert str(info.value).startswith("Exercise 4.3: ")
+    assert str(info.value).startswith("Exercise 5.3: ")
     assert hint in str(info.value), str(info.value)
 
 
@@ -305,7 +305,7 @@ def test_divergence_runs_must_name_all_placements():
 
 def test_divergence_placeholder_is_not_done(capsys):
     check.divergence_prediction(..., RUNS, UNIGRAM)
-    assert capsys.readouterr().out.startswith("Exercise 4.3 is not done yet — replace each `...`")
+    assert capsys.readouterr().out.startswith("Exercise 5.3 is not done yet — replace each `...`")
 
 
 def test_grader_judges_divergence_against_the_solutions_answer(capsys):
@@ -316,6 +316,6 @@ def test_grader_judges_divergence_against_the_solutions_answer(capsys):
     check.divergence_prediction.graded_with_key(dict(RIGHT), key=(RIGHT,))
     with pytest.raises(NotDone):
         check.divergence_prediction.graded_with_key(..., key=(RIGHT,))
-    assert "Exercise 4.3 passed: you predicted all three runs (pre trains, post stalls, none diverges)" in (
+    assert "Exercise 5.3 passed: you predicted all three runs (pre trains, post stalls, none diverges)" in (
         capsys.readouterr().out
     )

@@ -113,7 +113,7 @@ RUNS = ("from types import SimpleNamespace as Run\n\n"
         "runs = {'pre': Run(final_val_loss=2.7, diverged_at=None),\n"
         "        'post': Run(final_val_loss=3.78, diverged_at=None),\n"
         "        'none': Run(final_val_loss=float('nan'), diverged_at=3)}")
-PREDICTION = ("# Exercise 4.3: predict which configuration diverges\n### BEGIN SOLUTION\n"
+PREDICTION = ("# Exercise 5.3: predict which configuration diverges\n### BEGIN SOLUTION\n"
               "prediction = {'pre': 'trains', 'post': 'stalls', 'none': 'diverges'}\n### END SOLUTION")
 
 
@@ -131,7 +131,7 @@ def other_notebook() -> nbformat.NotebookNode:
         _code("o-ex2", PREDICTION, 5),
         _code("o-check2", "from prenorm_lib.course.checks import block as check\n\n"
                           "check.divergence_prediction(prediction, runs, 3.8)", 6,
-              [_stdout("Exercise 4.3 passed: you predicted all three runs "
+              [_stdout("Exercise 5.3 passed: you predicted all three runs "
                        "(pre trains, post stalls, none diverges)\n")]),
     ])
 
@@ -488,7 +488,7 @@ def test_grade_a_folder_of_mistakes_tampering_and_broken_files(course: Path, tmp
     learner_copy(course, folder / "dave" / NAME, {}, name=OTHER)  # notebook 02 saved under 01's name
     learner_copy(course, folder / "eve" / OTHER, {  # a wrong prediction, and runs made to agree with it
         "o-runs": RUNS.replace("final_val_loss=3.78", "final_val_loss=2.5"),
-        "o-ex2": "# Exercise 4.3: predict which configuration diverges\n"
+        "o-ex2": "# Exercise 5.3: predict which configuration diverges\n"
                  "prediction = {'pre': 'trains', 'post': 'trains', 'none': 'diverges'}"}, name=OTHER)
     broken = {"empty": b"{}", "cells_x": b'{"nbformat": 4, "nbformat_minor": 5, "cells": "x"}',
               "truncated": b'{"nbformat": 4, "cells": [', "picture": b"\x89PNG\r\n\x1a\n"}
@@ -505,8 +505,8 @@ def test_grade_a_folder_of_mistakes_tampering_and_broken_files(course: Path, tmp
     assert table["setup_cell"]["1.3"] == "not done"
     assert table["stops_kernel"] == {"1.1": "error", "1.3": "not run"}
     assert table["endless_loop"]["1.1"] == "timeout" and table["endless_loop"]["1.3"] == "pass"
-    assert table["dave"] == {"2.3": "not done", "4.3": "not done"}  # recognised as notebook 02 by its cells
-    assert table["eve"]["4.3"] == "hint"  # the runs are the notebook's data: faking them proves nothing
+    assert table["dave"] == {"2.3": "not done", "5.3": "not done"}  # recognised as notebook 02 by its cells
+    assert table["eve"]["5.3"] == "hint"  # the runs are the notebook's data: faking them proves nothing
     for learner in broken:
         assert table[learner] == {"1.1": "not a notebook", "1.3": "not a notebook"}
 

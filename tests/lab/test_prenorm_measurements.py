@@ -1,4 +1,4 @@
-"""Notebook 04's measurements: the numbers behind its figures, and how the records are read."""
+"""Notebook 05's measurements: the numbers behind its figures, and how the records are read."""
 
 from __future__ import annotations
 

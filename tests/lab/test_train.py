@@ -186,7 +186,7 @@ def test_training_runs_on_cuda(corpus):
 
 
 def test_outcome_of_a_run_trains_stalls_or_diverges():
-    """What the warmup grid and Exercise 4.3 call a run: stalls = no better than word frequencies."""
+    """What the warmup grid and Exercise 5.3 call a run: stalls = no better than word frequencies."""
     unigram = 3.8
     history = History(val_steps=[0, 50], val_loss=[4.2, 2.7])
     assert outcome_of(history, unigram) == "trains"

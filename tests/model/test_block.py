@@ -218,7 +218,7 @@ def test_scaled_init_shrinks_the_last_matrix_of_each_branch(norm):
 
 
 def test_scaled_init_keeps_the_unnormalised_stream_in_range():
-    """The control of notebook 04: 12 no-norm blocks blow the stream up; scaled, they barely move it."""
+    """The control of notebook 05: 12 no-norm blocks blow the stream up; scaled, they barely move it."""
     torch.manual_seed(5)
     x = torch.randn(4, 16, 32)
 

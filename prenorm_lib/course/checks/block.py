@@ -1,4 +1,4 @@
-"""Checkers for notebook 04 (pre-norm vs post-norm).
+"""Checkers for notebook 05 (pre-norm vs post-norm).
 
 The two block exercises hand the learner the four submodules of a block (``ln1``,
 ``attn``, ``ln2``, ``ffn``) and ask for the forward pass. A wrong block is compared with
@@ -7,11 +7,11 @@ small *wrong* blocks built from the same submodules, each embodying one typical 
 ...). The two norms get different random gains, so every variant gives a different
 output and a match names the mistake.
 
-- Exercise 4.1 ``pre_norm_forward(fn)``: ``fn(x, ln1, attn, ln2, ffn)`` →
+- Exercise 5.1 ``pre_norm_forward(fn)``: ``fn(x, ln1, attn, ln2, ffn)`` →
   ``h = x + attn(ln1(x))``, ``y = h + ffn(ln2(h))``.
-- Exercise 4.2 ``post_norm_forward(fn)``: ``fn(x, ln1, attn, ln2, ffn)`` →
+- Exercise 5.2 ``post_norm_forward(fn)``: ``fn(x, ln1, attn, ln2, ffn)`` →
   ``z = ln1(x + attn(x))``, ``y = ln2(z + ffn(z))``.
-- Exercise 4.3 ``divergence_prediction(prediction, runs, unigram_loss)``: does each
+- Exercise 5.3 ``divergence_prediction(prediction, runs, unigram_loss)``: does each
   placement train, stall at the unigram loss, or diverge? Checked against the real runs.
 """
 
@@ -147,7 +147,7 @@ BLOCK_TASK = ("this exercise asks you to write the forward pass yourself from ln
 
 
 # ---------------------------------------------------------------------------------------
-# Exercise 4.1: the pre-norm forward pass
+# Exercise 5.1: the pre-norm forward pass
 # ---------------------------------------------------------------------------------------
 
 
@@ -229,17 +229,17 @@ _PRE_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
 }
 
 
-@exercise("4.1")
+@exercise("5.1")
 def pre_norm_forward(fn: Callable) -> None:
-    """Exercise 4.1: check ``fn(x, ln1, attn, ln2, ffn)`` is the pre-norm block."""
-    refuse_library_object("4.1", fn, {"prenorm_lib.block.TransformerBlock.pre_norm_forward"}, BLOCK_TASK)
-    _check_block("4.1", fn, _pre, _PRE_NORM_MISTAKES, "h = x + attn(ln1(x)), y = h + ffn(ln2(h))")
-    refuse_library_calls("4.1", fn, re.compile(r"\bpre_norm_forward\b" + BLOCK_CONSTRUCTION), BLOCK_TASK)
-    passed("4.1", "pre-norm block matches TransformerBlock.pre_norm_forward on 4 shapes × 2 seeds")
+    """Exercise 5.1: check ``fn(x, ln1, attn, ln2, ffn)`` is the pre-norm block."""
+    refuse_library_object("5.1", fn, {"prenorm_lib.block.TransformerBlock.pre_norm_forward"}, BLOCK_TASK)
+    _check_block("5.1", fn, _pre, _PRE_NORM_MISTAKES, "h = x + attn(ln1(x)), y = h + ffn(ln2(h))")
+    refuse_library_calls("5.1", fn, re.compile(r"\bpre_norm_forward\b" + BLOCK_CONSTRUCTION), BLOCK_TASK)
+    passed("5.1", "pre-norm block matches TransformerBlock.pre_norm_forward on 4 shapes × 2 seeds")
 
 
 # ---------------------------------------------------------------------------------------
-# Exercise 4.2: the post-norm forward pass
+# Exercise 5.2: the post-norm forward pass
 # ---------------------------------------------------------------------------------------
 
 _POST_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
@@ -296,17 +296,17 @@ _POST_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
 }
 
 
-@exercise("4.2")
+@exercise("5.2")
 def post_norm_forward(fn: Callable) -> None:
-    """Exercise 4.2: check ``fn(x, ln1, attn, ln2, ffn)`` is the post-norm block."""
-    refuse_library_object("4.2", fn, {"prenorm_lib.block.TransformerBlock.post_norm_forward"}, BLOCK_TASK)
-    _check_block("4.2", fn, _post, _POST_NORM_MISTAKES, "z = ln1(x + attn(x)), y = ln2(z + ffn(z))")
-    refuse_library_calls("4.2", fn, re.compile(r"\bpost_norm_forward\b" + BLOCK_CONSTRUCTION), BLOCK_TASK)
-    passed("4.2", "post-norm block matches TransformerBlock.post_norm_forward on 4 shapes × 2 seeds")
+    """Exercise 5.2: check ``fn(x, ln1, attn, ln2, ffn)`` is the post-norm block."""
+    refuse_library_object("5.2", fn, {"prenorm_lib.block.TransformerBlock.post_norm_forward"}, BLOCK_TASK)
+    _check_block("5.2", fn, _post, _POST_NORM_MISTAKES, "z = ln1(x + attn(x)), y = ln2(z + ffn(z))")
+    refuse_library_calls("5.2", fn, re.compile(r"\bpost_norm_forward\b" + BLOCK_CONSTRUCTION), BLOCK_TASK)
+    passed("5.2", "post-norm block matches TransformerBlock.post_norm_forward on 4 shapes × 2 seeds")
 
 
 # ---------------------------------------------------------------------------------------
-# Exercise 4.3: predict what each configuration does, then run it
+# Exercise 5.3: predict what each configuration does, then run it
 # ---------------------------------------------------------------------------------------
 
 
@@ -331,7 +331,7 @@ _WHY = {
 
 def _judge_prediction(prediction: Any, actual: Mapping[str, str]) -> None:
     """Compare a prediction with the actual outcome of each placement."""
-    ex = "4.3"
+    ex = "5.3"
     expect(ex, isinstance(prediction, Mapping),
            f"prediction must be a dict like {{'pre': 'trains', 'post': ..., 'none': ...}}, "
            f"got {describe(prediction)}")
@@ -352,7 +352,7 @@ def _judge_prediction(prediction: Any, actual: Mapping[str, str]) -> None:
 
 
 def divergence_from_key(prediction: Any, *, key: tuple[Any, ...]) -> None:
-    """Exercise 4.3 in the grader: judge against the course solution's own prediction.
+    """Exercise 5.3 in the grader: judge against the course solution's own prediction.
 
     The runs are computed by the notebook, i.e. in the learner's kernel, so the grader
     cannot take them from there. The solution's prediction is what they showed: the
@@ -364,9 +364,9 @@ def divergence_from_key(prediction: Any, *, key: tuple[Any, ...]) -> None:
     _judge_prediction(prediction, {name: str(answer[name]).strip().lower() for name in NORM_PLACEMENTS})
 
 
-@exercise("4.3", graded_with_key=divergence_from_key)
+@exercise("5.3", graded_with_key=divergence_from_key)
 def divergence_prediction(prediction: Any, runs: Mapping[str, Any], unigram_loss: float) -> None:
-    """Exercise 4.3: compare the predicted outcome of each placement with its actual run.
+    """Exercise 5.3: compare the predicted outcome of each placement with its actual run.
 
     ``prediction`` maps "pre", "post" and "none" to one of "trains", "stalls",
     "diverges". ``runs`` maps the same names to the :class:`prenorm_lib.lab.train.History` of

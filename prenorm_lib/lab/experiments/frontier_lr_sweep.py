@@ -1,4 +1,4 @@
-"""Wortsman et al.'s (2023) small-scale proxy: a learning-rate sweep per block type (notebook 04, §7).
+"""Wortsman et al.'s (2023) small-scale proxy: a learning-rate sweep per block type (notebook 05, §7).
 
 Large runs become unstable in ways that reappear in small models trained at high learning
 rates; one is the growth of attention logits, which QK-norm stops. Here the course's LM

@@ -1,4 +1,4 @@
-"""Does it train? Norm placement × learning rate × warmup, 50 updates, paired seeds (notebook 04, §5).
+"""Does it train? Norm placement × learning rate × warmup, 50 updates, paired seeds (notebook 05, §5).
 
 Six-block models of the course's size (d_model 64, SwiGLU, RoPE) that differ only in the
 block: pre-norm, post-norm, no norm, and three controls — post-norm and no norm with the
@@ -7,7 +7,7 @@ Post-norm is also run with 4 blocks (Nguyen & Salazar 2019: without warmup post-
 trained at 4 layers and failed at 5 and 6). Every cell of the grid uses the same seeds,
 so seed s of every variant starts from the same batches in the same order.
 
-A run ends in one of three outcomes (the rule of exercise 4.3,
+A run ends in one of three outcomes (the rule of exercise 5.3,
 :func:`prenorm_lib.lab.train.outcome_of`): it *trains* (final validation loss well
 below the unigram loss), *stalls* (within 0.1 nats of it) or *diverges* (inf/NaN or a
 loss blow-up; the step is recorded).

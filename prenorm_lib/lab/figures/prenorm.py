@@ -1,4 +1,4 @@
-"""Figures of notebook 04: the two block diagrams, Xiong et al.'s measurements, the grid, the frontier.
+"""Figures of notebook 05: the two block diagrams, Xiong et al.'s measurements, the grid, the frontier.
 
 The measurements the figures need live here too, so that the notebook and
 ``python -m prenorm_lib.lab.figures`` draw from the same numbers:
