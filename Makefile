@@ -39,7 +39,7 @@ nbval: $(STAMP)
 	$(BIN)/pytest -q $(NBVAL) -n 2 --dist loadfile $(SOLUTION_NOTEBOOKS) $(EXERCISE_NOTEBOOKS)
 
 exercises-verify: $(STAMP)
-	$(PY) -m prenorm_lib.course.exercises verify
+	$(PY) -m prenorm_course.exercises verify
 
 browser: $(STAMP)
 	$(BIN)/pytest -q tests/course/browser -p no:cacheprovider
@@ -48,18 +48,18 @@ browser: $(STAMP)
 notebooks: $(STAMP)
 	for nb in $(SOLUTION_NOTEBOOKS); do \
 	  $(BIN)/jupyter nbconvert --to notebook --execute --inplace $$nb || exit 1; done
-	$(PY) -m prenorm_lib.course.exercises build
+	$(PY) -m prenorm_course.exercises build
 
 exercises: $(STAMP)
-	$(PY) -m prenorm_lib.course.exercises build
+	$(PY) -m prenorm_course.exercises build
 
 ## Check a learner's exercise notebook: make check NB=01
 check: $(STAMP)
-	$(PY) -m prenorm_lib.course.exercises check $(wildcard notebooks/exercises/$(NB)_*.ipynb)
+	$(PY) -m prenorm_course.exercises check $(wildcard notebooks/exercises/$(NB)_*.ipynb)
 
 ## Grade a folder of learner notebooks: make grade DIR=submissions/
 grade: $(STAMP)
-	$(PY) -m prenorm_lib.course.exercises grade $(DIR)
+	$(PY) -m prenorm_course.exercises grade $(DIR)
 
 ## Experiment records (results/*.json): make experiments (all), make experiment NAME=ffn_ablation (one).
 experiments: $(STAMP)
@@ -72,14 +72,14 @@ figures: $(STAMP)
 	$(PY) -m prenorm_lib.lab.figures
 
 bench: $(STAMP)
-	$(PY) -m prenorm_lib.course.bench
+	$(PY) -m prenorm_course.bench
 
 site: $(STAMP)
-	$(PY) -m prenorm_lib.course.site build
+	$(PY) -m prenorm_course.site build
 
 ## Classroom mode: make demo NB=03
 demo: $(STAMP)
-	$(PY) -m prenorm_lib.course.classroom $(NB)
+	$(PY) -m prenorm_course.classroom $(NB)
 
 clean:
 	rm -rf $(VENV) _site .pytest_cache

@@ -9,12 +9,14 @@ language model, plus the argument checks they share (:mod:`~prenorm_lib.validati
 Modules own the parameters, named and laid out as in the CS336 assignment, so state dicts
 load both ways.
 
-Its two neighbours import the model, never the other way round:
+Two neighbours import the model, never the other way round:
 
 - :mod:`prenorm_lib.lab` — experiments *on* the model: corpora, the training loop, probes,
   timing, figures, sliders and the experiment records;
-- :mod:`prenorm_lib.course` — the course's own tools: exercise checks and grading, the
-  static site, the classroom view, the benchmark.
+- :mod:`prenorm_lib.checks` — the exercise checkers a notebook calls after each exercise.
+
+The course's own tools (grading, building exercise notebooks, the site, the classroom, the
+benchmark) live beside this package in ``prenorm_course/`` and are not installed with it.
 
 ``prenorm_lib.setup()``, the first line of every notebook, is the lab's
 :func:`~prenorm_lib.lab.reproducible.setup`; it is imported on first use, so importing

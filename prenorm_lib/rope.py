@@ -103,7 +103,7 @@ def rotation_matrix(theta: float, d_k: int, position: int) -> torch.Tensor:
     """The explicit block-diagonal d_k × d_k rotation R^i of the handout (interleaved pairs).
 
     For teaching and for tests only: applying RoPE through this matrix costs O(d_k²) per
-    vector instead of O(d_k), which the RoPE notebook and ``prenorm_lib.course.bench`` measure.
+    vector instead of O(d_k), which the RoPE notebook and ``prenorm_course.bench`` measure.
     """
     angles = functional.rope_angles(theta, d_k, position + 1)[position]  # (d_k/2,)
     cos, sin = angles.cos(), angles.sin()

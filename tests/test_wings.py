@@ -1,4 +1,7 @@
-"""The package's three wings stay in order: the model imports neither neighbour, the lab not the course.
+"""The package's three wings stay in order, and the course's tools stay outside it.
+
+The model imports neither neighbour; the lab does not import the checkers; nothing in
+``prenorm_lib`` imports ``prenorm_course`` (the teacher tools are not installed with it).
 
 Read from the source (every ``import`` and ``from … import`` anywhere in a file, functions
 included), so a late import inside a function counts too. The check is shown to fire on
@@ -17,11 +20,11 @@ import pytest
 import prenorm_lib
 
 PACKAGE = Path(prenorm_lib.__file__).resolve().parent
-WINGS = ("lab", "course")
+WINGS = ("lab", "checks")
 
 
 def wing_of(path: Path) -> str:
-    """"model", "lab" or "course" for a file of the package."""
+    """"model", "lab" or "checks" for a file of the package."""
     parts = path.relative_to(PACKAGE).parts
     return parts[0] if len(parts) > 1 and parts[0] in WINGS else "model"
 
@@ -38,9 +41,9 @@ def imported_modules(source: str) -> set[str]:
 
 
 FORBIDDEN = {
-    "model": ("prenorm_lib.lab", "prenorm_lib.course"),
-    "lab": ("prenorm_lib.course",),
-    "course": (),
+    "model": ("prenorm_lib.lab", "prenorm_lib.checks", "prenorm_course"),
+    "lab": ("prenorm_lib.checks", "prenorm_course"),
+    "checks": ("prenorm_course",),
 }
 
 
@@ -64,7 +67,7 @@ def test_imports_respect_the_wings(path):
 
 
 def test_every_wing_has_files():
-    assert {wing_of(p) for p in SOURCES} == {"model", "lab", "course"}
+    assert {wing_of(p) for p in SOURCES} == {"model", "lab", "checks"}
     model = {p.stem for p in SOURCES if wing_of(p) == "model"}
     assert {"functional", "layers", "norm", "ffn", "rope", "attention", "block", "model", "validation"} <= model
 
@@ -72,8 +75,8 @@ def test_every_wing_has_files():
 def test_importing_the_model_loads_neither_neighbour():
     """``import prenorm_lib`` (the model) pulls in no lab or course module, nor matplotlib."""
     code = ("import sys, prenorm_lib; from prenorm_lib import TransformerLM; "
-            "print(sorted(m for m in sys.modules if m.startswith(('prenorm_lib.lab', 'prenorm_lib.course', "
-            "'matplotlib'))))")
+            "print(sorted(m for m in sys.modules if m.startswith(('prenorm_lib.lab', 'prenorm_course', "
+            "'prenorm_lib.checks', 'matplotlib'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -92,12 +95,14 @@ def test_setup_is_still_one_call_away():
     [
         ("model", "from prenorm_lib.lab.train import train", ["x.py (model) imports prenorm_lib.lab.train",
                                                              "x.py (model) imports prenorm_lib.lab.train.train"]),
-        ("model", "def f():\n    import prenorm_lib.course.site", ["x.py (model) imports prenorm_lib.course.site"]),
+        ("model", "def f():\n    import prenorm_course.site", ["x.py (model) imports prenorm_course.site"]),
         ("model", "from prenorm_lib import lab", ["x.py (model) imports prenorm_lib.lab"]),
-        ("lab", "from prenorm_lib.course.checks import block", ["x.py (lab) imports prenorm_lib.course.checks",
-                                                               "x.py (lab) imports prenorm_lib.course.checks.block"]),
+        ("lab", "from prenorm_lib.checks import block", ["x.py (lab) imports prenorm_lib.checks",
+                                                               "x.py (lab) imports prenorm_lib.checks.block"]),
         ("lab", "from prenorm_lib import functional\nfrom prenorm_lib.lab import data", []),
-        ("course", "from prenorm_lib.lab import train\nfrom prenorm_lib import model", []),
+        ("checks", "from prenorm_lib.lab import train\nfrom prenorm_lib import model", []),
+        ("checks", "from prenorm_course.exercises import grade", ["x.py (checks) imports prenorm_course.exercises",
+                                                              "x.py (checks) imports prenorm_course.exercises.grade"]),
     ],
 )
 def test_the_check_fires_on_a_crossing_import(wing, source, expected):

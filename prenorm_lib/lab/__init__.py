@@ -12,5 +12,5 @@
   :mod:`~prenorm_lib.lab.sliders`: every picture and slider of the notebooks;
 - :mod:`~prenorm_lib.lab.reproducible`: ``setup()``, the first call of every notebook.
 
-The lab imports the model; it never imports :mod:`prenorm_lib.course`.
+The lab imports the model; it never imports :mod:`prenorm_course`.
 """

@@ -8,7 +8,7 @@ and the result is a median with its interquartile range, never one number.
 Used by notebook 01 (RMSNorm vs LayerNorm, Zhang & Sennrich's comparison of the
 formulas: both built from the same elementary ops, forward and backward, beside torch's
 own fused kernels), by the experiment record ``rmsnorm_speed``, and by
-``python -m prenorm_lib.course.bench``.
+``python -m prenorm_course.bench``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from prenorm_lib import functional, validation
+from prenorm_lib.rope import RotaryPositionalEmbedding, rotation_matrix
 
 
 def interleaved_samples(
@@ -133,3 +134,21 @@ def bench_norms(rows: int, d_model: int, repeats: int, inner: int = 1, seed: int
 def norm_ratios(samples: dict[str, list[float]]) -> dict[str, tuple[float, float, float]]:
     """Each ratio of ``NORM_RATIOS`` as (first quartile, median, third quartile) over the paired repeats."""
     return {label: quartiles(paired_ratios(samples, *pair)) for label, pair in NORM_RATIOS.items()}
+
+
+def bench_rope(batch: int, seq_len: int, d_k: int, repeats: int) -> dict[str, float]:
+    """RoPE as the library applies it (elementwise, cached cos/sin) against explicit d×d rotation matrices.
+
+    Both are checked equal first; returns the interleaved median time of each (notebook 03, ``make bench``).
+    """
+    torch.manual_seed(0)
+    rope = RotaryPositionalEmbedding(10000.0, d_k, seq_len)
+    matrices = torch.stack([rotation_matrix(10000.0, d_k, i) for i in range(seq_len)])  # (T, d, d), cached too
+    x = torch.randn(batch, seq_len, d_k)
+    positions = torch.arange(seq_len)
+
+    def naive():
+        return torch.einsum("tij,btj->bti", matrices[positions], x)
+
+    torch.testing.assert_close(rope(x, positions), naive(), atol=1e-5, rtol=1e-5)
+    return interleaved_median({"library": lambda: rope(x, positions), "matrix": naive}, repeats)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prenorm_lib.course import bench
+from prenorm_course import bench
 
 
 def test_block_and_its_torch_twin_compute_the_same_then_get_timed():

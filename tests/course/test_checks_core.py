@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-import prenorm_lib.course.checks as checks
-from prenorm_lib.course.checks.core import (
+import prenorm_lib.checks as checks
+from prenorm_lib.checks.core import (
     Hint,
     NotDone,
     call_learner,

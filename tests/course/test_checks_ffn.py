@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F  # the spelling learners use
 
 from prenorm_lib import functional
-from prenorm_lib.course.checks import Hint
-from prenorm_lib.course.checks import ffn as check
-from prenorm_lib.course.checks.core import NotDone
+from prenorm_lib.checks import Hint
+from prenorm_lib.checks import ffn as check
+from prenorm_lib.checks.core import NotDone
 from prenorm_lib.ffn import swiglu_hidden_dim
 
 pytest_plugins = ["learner_wire"]

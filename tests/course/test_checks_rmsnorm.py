@@ -10,11 +10,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from prenorm_course.exercises.remote import loopback
 from prenorm_lib import RMSNorm, functional
-from prenorm_lib.course.checks import Hint
-from prenorm_lib.course.checks import rmsnorm as check
-from prenorm_lib.course.checks.core import NotDone
-from prenorm_lib.course.exercises.remote import loopback
+from prenorm_lib.checks import Hint
+from prenorm_lib.checks import rmsnorm as check
+from prenorm_lib.checks.core import NotDone
 
 pytest_plugins = ["learner_wire"]
 

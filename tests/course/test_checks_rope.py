@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from prenorm_lib import functional
-from prenorm_lib.course.checks import Hint
-from prenorm_lib.course.checks import rope as check
-from prenorm_lib.course.checks.core import NotDone
+from prenorm_lib.checks import Hint
+from prenorm_lib.checks import rope as check
+from prenorm_lib.checks.core import NotDone
 
 pytest_plugins = ["learner_wire"]
 

@@ -8,7 +8,7 @@ import ipywidgets as widgets
 import nbformat
 import pytest
 
-from prenorm_lib.course import classroom, stored_widgets
+from prenorm_course import classroom, stored_widgets
 
 
 def notebook(*cells):
@@ -37,7 +37,7 @@ TEXT = {"output_type": "stream", "name": "stdout", "text": "max |diff| < 1e-6: T
 def shown(view):
     """The cells of a classroom view as (kind, what it shows) pairs, after the loader cell."""
     loader, *cells = view.cells
-    assert loader.source == "%load_ext prenorm_lib.course.classroom"
+    assert loader.source == "%load_ext prenorm_course.classroom"
     result = []
     for cell in cells:
         first, _, rest = cell.source.partition("\n")

@@ -1,8 +1,8 @@
 """The exercise tool on a small synthetic course built in tmp_path, graded by the real checkers.
 
-``01_mini.ipynb`` holds two exercises checked by :mod:`prenorm_lib.course.checks.rmsnorm` (1.1, a
+``01_mini.ipynb`` holds two exercises checked by :mod:`prenorm_lib.checks.rmsnorm` (1.1, a
 kernel; 1.3, a prediction) and a few ordinary cells; ``02_other.ipynb`` one exercise of
-:mod:`prenorm_lib.course.checks.ffn`. Build, reading files, recognising notebooks and reading
+:mod:`prenorm_lib.checks.ffn`. Build, reading files, recognising notebooks and reading
 check cells run without a kernel. The round trips through real kernels (a few seconds
 each) are marked slow: check and verify; one grading run over a folder of learners who
 make mistakes, tamper with the check in every way we know, or hand in files that are not
@@ -23,19 +23,19 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 import prenorm_lib
-from prenorm_lib.course.exercises import sandbox
-from prenorm_lib.course.exercises.__main__ import main
-from prenorm_lib.course.exercises.build import (
+from prenorm_course.exercises import sandbox
+from prenorm_course.exercises.__main__ import main
+from prenorm_course.exercises.build import (
     build_all,
     exercise_notebook,
     read_notebook,
     stale_notebooks,
     write_notebook,
 )
-from prenorm_lib.course.exercises.check import NotANotebook, check_path, format_report, identify, parse_learner
-from prenorm_lib.course.exercises.grade import grade_folder
-from prenorm_lib.course.exercises.kernel import Kernel
-from prenorm_lib.course.exercises.markers import (
+from prenorm_course.exercises.check import NotANotebook, check_path, format_report, identify, parse_learner
+from prenorm_course.exercises.grade import grade_folder
+from prenorm_course.exercises.kernel import Kernel
+from prenorm_course.exercises.markers import (
     NotebookError,
     check_calls,
     course_options,
@@ -44,9 +44,9 @@ from prenorm_lib.course.exercises.markers import (
     solution_regions,
     validate_solution,
 )
-from prenorm_lib.course.exercises.paths import repo_root, solution_notebooks
-from prenorm_lib.course.exercises.sandbox import CourseFiles, Sandbox
-from prenorm_lib.course.exercises.verify import filled_in, verify
+from prenorm_course.exercises.paths import repo_root, solution_notebooks
+from prenorm_course.exercises.sandbox import CourseFiles, Sandbox
+from prenorm_course.exercises.verify import filled_in, verify
 
 NAME, OTHER = "01_mini.ipynb", "02_other.ipynb"
 
@@ -57,7 +57,7 @@ def my_rms_norm(x, weight, eps=1e-5):
     x32 = x.float()
     return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
     ### END SOLUTION'''
-CHECK_1 = "from prenorm_lib.course.checks import rmsnorm as check\n\ncheck.rms_norm(my_rms_norm)"
+CHECK_1 = "from prenorm_lib.checks import rmsnorm as check\n\ncheck.rms_norm(my_rms_norm)"
 EXERCISE_2 = '''\
 # Exercise 1.3: predict fp16 overflow
 ### BEGIN SOLUTION
@@ -124,12 +124,12 @@ def other_notebook() -> nbformat.NotebookNode:
     return _notebook([
         _code("o-setup", "print('other')", 1, [_stdout("other\n")]),
         _code("o-ex", exercise, 2),
-        _code("o-check", "from prenorm_lib.course.checks import ffn as check\n\ncheck.hidden_dim(my_hidden_dim)", 3,
+        _code("o-check", "from prenorm_lib.checks import ffn as check\n\ncheck.hidden_dim(my_hidden_dim)", 3,
               [_stdout("Exercise 2.3 passed: d_ff = 8/3·d_model rounded to the nearest multiple of 64 for "
                        "d_model from 8 to 5120\n")]),
         _code("o-runs", RUNS, 4),
         _code("o-ex2", PREDICTION, 5),
-        _code("o-check2", "from prenorm_lib.course.checks import block as check\n\n"
+        _code("o-check2", "from prenorm_lib.checks import block as check\n\n"
                           "check.divergence_prediction(prediction, runs, 3.8)", 6,
               [_stdout("Exercise 5.3 passed: you predicted all three runs "
                        "(pre trains, post stalls, none diverges)\n")]),
@@ -236,9 +236,9 @@ def test_build_does_not_overwrite_filled_in_work(course: Path):
         ("ex1", "# Exercise 1.1: t\nmy_rms_norm = 1", "has no ### BEGIN SOLUTION region"),
         ("ex2", "# Exercise 1.1: again\n### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "duplicate exercise id 1.1"),
         ("check1", "print('Exercise 1.1 passed: fine')", "must call exactly one checker"),
-        ("check1", "from prenorm_lib.course.checks import rmsnorm as check\nif True:\n    check.rms_norm(my_rms_norm)",
+        ("check1", "from prenorm_lib.checks import rmsnorm as check\nif True:\n    check.rms_norm(my_rms_norm)",
          "must call exactly one checker"),
-        ("check1", "from prenorm_lib.course.checks import rmsnorm as check\ncheck.rms_norm(some_other_name)",
+        ("check1", "from prenorm_lib.checks import rmsnorm as check\ncheck.rms_norm(some_other_name)",
          "passes nothing the exercise cell defines"),
     ],
 )
@@ -273,9 +273,9 @@ def test_fill_scaffold_restores_both_kinds_of_placeholder(course: Path):
 
 def test_check_cells_are_read_as_calls():
     calls = check_calls(solution_notebook(), validate_solution(solution_notebook(), NAME), NAME)
-    assert calls["1.1"].module == "prenorm_lib.course.checks.rmsnorm" and calls["1.1"].function == "rms_norm"
+    assert calls["1.1"].module == "prenorm_lib.checks.rmsnorm" and calls["1.1"].function == "rms_norm"
     assert calls["1.1"].args == ("my_rms_norm",)
-    assert calls["1.1"].kernel_source.strip() == "from prenorm_lib.course.checks import rmsnorm as check"
+    assert calls["1.1"].kernel_source.strip() == "from prenorm_lib.checks import rmsnorm as check"
     assert calls["1.3"].args == ("square_in_fp16", "norm_without_upcast") and calls["1.3"].kernel_source == ""
     assert solution_literals(EXERCISE_2) == {"square_in_fp16": "inf", "norm_without_upcast": "0"}
 
@@ -420,17 +420,17 @@ def test_verify_reports_stale_notebook_without_running_it(course: Path):
     (course / "notebooks" / "exercises" / OTHER).unlink()
     lines: list[str] = []
     assert not verify(course, emit=lines.append)
-    build = "python -m prenorm_lib.course.exercises build"
+    build = "python -m prenorm_course.exercises build"
     assert lines == [f"FAIL  notebooks/exercises/{NAME} is missing — run `{build}`", "0 passed, 1 failed"]
 
 
 # Each learner below hands in a wrong 1.1 and tries to make it pass anyway (or makes another
 # typical mistake); the comment says how. None of it may read "pass".
 TAMPERING = {
-    "checker_replaced": HEADER_1 + "import prenorm_lib.course.checks.rmsnorm as m\n"
+    "checker_replaced": HEADER_1 + "import prenorm_lib.checks.rmsnorm as m\n"
     "m.rms_norm = lambda fn: print('" + PASS_1.strip() + "')\n"
     "def my_rms_norm(x, weight, eps=1e-5):\n    return x",
-    "core_replaced": HEADER_1 + "import prenorm_lib.course.checks.core as c\n"
+    "core_replaced": HEADER_1 + "import prenorm_lib.checks.core as c\n"
     "c.expect_close = c.expect = lambda *a, **k: None\n"
     "c.Hint = type('Hint', (Exception,), {})\ndef my_rms_norm(x, weight, eps=1e-5):\n    return x",
     "custom_exc": HEADER_1 + "get_ipython().set_custom_exc((BaseException,), lambda *a, **k: print('"
@@ -441,7 +441,7 @@ TAMPERING = {
     "comparisons_patched": HEADER_1 + "import torch\nfor name in ('allclose', 'equal', 'isclose'):\n"
     "    setattr(torch, name, lambda *a, **k: True)\ntorch.Tensor.__eq__ = lambda *a: True\n"
     "def my_rms_norm(x, weight, eps=1e-5):\n    return x",
-    "agent_forged": HEADER_1 + "import json\nimport prenorm_lib.course.exercises.agent as agent\n"
+    "agent_forged": HEADER_1 + "import json\nimport prenorm_course.exercises.agent as agent\n"
     "from IPython.display import display\n"
     "def forged(text):\n    nonce = json.loads(text)['nonce']\n"
     "    display({agent.REPLY_MIME: json.dumps({'nonce': nonce, 'value': 1.0})}, raw=True)\n"
@@ -482,7 +482,7 @@ def test_grade_a_folder_of_mistakes_tampering_and_broken_files(course: Path, tmp
     for learner, source in {**TAMPERING, **MISTAKES}.items():
         learner_copy(course, folder / learner / NAME, {"ex1": source, "ex2": RIGHT_2})
     learner_copy(course, folder / "setup_cell" / NAME, {  # tampering from an ordinary cell, the import cell
-        "setup": "import torch\nfrom prenorm_lib.course.checks import rmsnorm as check\n"
+        "setup": "import torch\nfrom prenorm_lib.checks import rmsnorm as check\n"
                  "check.rms_norm = check.fp16_prediction = lambda *a: print('passed')\nprint('setup ok')",
         "ex1": WRONG_1})
     learner_copy(course, folder / "dave" / NAME, {}, name=OTHER)  # notebook 02 saved under 01's name
@@ -644,7 +644,7 @@ def test_kernels_run_with_limits_and_strict_ones_as_their_own_user(mode: str, co
 @pytest.mark.slow
 def test_in_a_live_kernel_a_hint_is_one_line_and_not_done_does_not_stop_run_all():
     with Kernel(Sandbox.create(sandbox.isolation()[0], CourseFiles.take(repo_root()))) as kernel:
-        kernel.run_cell("from prenorm_lib.course.checks import rmsnorm as check", 120)
+        kernel.run_cell("from prenorm_lib.checks import rmsnorm as check", 120)
         wrong = kernel.run_cell("check.rms_norm(lambda x, weight, eps: x)", 60)
         unfinished = kernel.run_cell(
             'def my_rms_norm(x, weight, eps=1e-5):\n    raise NotImplementedError("Exercise 1.1: rms_norm kernel")\n'

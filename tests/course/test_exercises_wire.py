@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import torch
 
-from prenorm_lib.course.exercises import wire
-from prenorm_lib.course.exercises.agent import Agent
-from prenorm_lib.course.exercises.remote import Learner, LearnerError, Missing, NoAnswer, RemoteObject, loopback
+from prenorm_course.exercises import wire
+from prenorm_course.exercises.agent import Agent
+from prenorm_course.exercises.remote import Learner, LearnerError, Missing, NoAnswer, RemoteObject, loopback
 
 
 def round_trip(value):
@@ -137,7 +137,7 @@ def test_probes_are_course_functions_only():
     learner = loopback({"f": len})
     with pytest.raises(LearnerError, match="is not a course probe"):
         learner.probe("os:system", ("true",))
-    assert learner.probe("prenorm_lib.course.checks.core:library_origin", (learner.lookup("f"),)) == ["builtins.len"]
+    assert learner.probe("prenorm_lib.checks.core:library_origin", (learner.lookup("f"),)) == ["builtins.len"]
 
 
 def test_a_reply_to_another_request_is_refused():

@@ -9,7 +9,7 @@ import base64
 import nbformat
 import pytest
 
-from prenorm_lib.course import site, stored_widgets
+from prenorm_course import site, stored_widgets
 
 WIDGET_VIEW = stored_widgets.WIDGET_VIEW
 PNG = base64.b64encode(b"\x89PNG first frame").decode()

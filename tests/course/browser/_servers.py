@@ -30,7 +30,7 @@ from pathlib import Path
 
 import nbformat
 
-from prenorm_lib.course import classroom
+from prenorm_course import classroom
 
 # JupyterLab settings that keep the page quiet and predictable under automation:
 # no "news?" toast covering cells, the notebook's own kernel started without a

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from prenorm_lib.course.classroom import write_dashboard
+from prenorm_course.classroom import write_dashboard
 
 from ._checks import PAINT_SCRIPT
 from ._chromium import LAUNCH_ARGS, VIEWPORT, find_chromium, skip_or_fail

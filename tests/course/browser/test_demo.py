@@ -1,7 +1,7 @@
 """Classroom mode (`make demo NB=…`): every course notebook as a Voilà dashboard.
 
 One Voilà, started with the classroom template and options, serves the classroom view of
-each course notebook (:func:`prenorm_lib.course.classroom.write_dashboard`) in a 1366×768 window,
+each course notebook (:func:`prenorm_course.classroom.write_dashboard`) in a 1366×768 window,
 the size of a common projector. For each notebook the test measures the time to first
 paint and until every cell has run, and checks what a teacher would see: the notebook's
 title, no code, no printed text but what the notebook keeps for the class, no traceback,
@@ -29,7 +29,7 @@ import nbformat
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from prenorm_lib.course import classroom
+from prenorm_course import classroom
 
 from . import _checks as checks
 from ._chromium import block_external_requests, screenshot_whole_page

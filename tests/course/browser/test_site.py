@@ -21,7 +21,7 @@ from urllib.parse import urldefrag, urljoin
 import nbformat
 import pytest
 
-from prenorm_lib.course import site, stored_widgets
+from prenorm_course import site, stored_widgets
 
 from . import _checks as checks
 from ._chromium import block_external_requests

@@ -1,0 +1,128 @@
+"""``python -m prenorm_course.bench``: the library against torch's own ops, side by side.
+
+Absolute times drift on shared machines, so every number reported is a ratio against a
+reference measured in the same run, with the two interleaved repeat by repeat. Each
+comparison first checks that both sides compute the same thing.
+
+- TransformerBlock forward+backward vs the same block written with torch's fused ops
+  (``F.rms_norm``, ``F.linear``, ``F.silu``, ``F.scaled_dot_product_attention``, complex
+  multiplication for RoPE). Target: ratio ≤ 1.05.
+- RoPE (elementwise, cached cos/sin) vs the explicit d×d rotation matrices, d_k = 128.
+  Target: at least 2× faster.
+- rms_norm vs ``torch.nn.functional.rms_norm``.
+- RMSNorm vs LayerNorm, forward+backward, both built from the same elementary ops
+  (``functional.rms_norm``, ``functional.layer_norm``): Zhang & Sennrich's comparison of
+  the formulas. Beside it torch's own kernels, ``F.rms_norm`` and ``F.layer_norm``, which
+  compare implementations. Reported as per-repeat ratios: median and interquartile range
+  (the measurement itself lives in :mod:`prenorm_lib.lab.timing`, which notebook 01 uses).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+
+from prenorm_lib import functional
+from prenorm_lib.block import TransformerBlock
+from prenorm_lib.ffn import swiglu_hidden_dim
+from prenorm_lib.lab.timing import PAPER_TIME_SAVED, bench_norms, bench_rope, interleaved_median, norm_ratios
+
+
+class TorchReferenceBlock(torch.nn.Module):
+    """The pre-norm SwiGLU/RoPE block written only with torch's own fused operations."""
+
+    def __init__(self, block: TransformerBlock):
+        super().__init__()
+        self.block = block  # borrows the weights, so both compute the same function
+        attn = block.attn
+        d_head = attn.d_head
+        inv_freq = 10000.0 ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
+        angles = torch.outer(torch.arange(attn.rope.max_seq_len, dtype=torch.float64), inv_freq)
+        self.register_buffer("rotors", torch.polar(torch.ones_like(angles), angles).to(torch.complex64))
+
+    def rope(self, x: torch.Tensor) -> torch.Tensor:
+        pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)).contiguous())  # (B, H, T, d/2)
+        return torch.view_as_real(pairs * self.rotors[: x.shape[-2]]).flatten(-2).to(x.dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, attn, ffn = self.block, self.block.attn, self.block.ffn
+        h = F.rms_norm(x, (x.shape[-1],), b.ln1.weight, b.ln1.eps)
+
+        def heads(w):
+            return F.linear(h, w).unflatten(-1, (attn.num_heads, attn.d_head)).transpose(1, 2)
+
+        q, k, v = heads(attn.q_proj.weight), heads(attn.k_proj.weight), heads(attn.v_proj.weight)
+        out = F.scaled_dot_product_attention(self.rope(q), self.rope(k), v, is_causal=True)
+        x = x + F.linear(out.transpose(1, 2).flatten(-2), attn.output_proj.weight)
+        h = F.rms_norm(x, (x.shape[-1],), b.ln2.weight, b.ln2.eps)
+        gated = F.silu(F.linear(h, ffn.w1.weight)) * F.linear(h, ffn.w3.weight)
+        return x + F.linear(gated, ffn.w2.weight)
+
+
+def bench_block(batch: int, seq_len: int, d_model: int, num_heads: int, repeats: int) -> dict[str, float]:
+    torch.manual_seed(0)
+    block = TransformerBlock(d_model, num_heads, swiglu_hidden_dim(d_model), seq_len)
+    reference = TorchReferenceBlock(block)
+    x = torch.randn(batch, seq_len, d_model, requires_grad=True)
+    torch.testing.assert_close(block(x), reference(x), atol=1e-4, rtol=1e-4)
+
+    def step(module):
+        def run():
+            module(x).sum().backward()
+            block.zero_grad(set_to_none=True)
+            x.grad = None
+
+        return run
+
+    return interleaved_median({"library": step(block), "torch": step(reference)}, repeats)
+
+
+
+
+def bench_rms_norm(rows: int, d_model: int, repeats: int) -> dict[str, float]:
+    torch.manual_seed(0)
+    x, weight = torch.randn(rows, d_model), torch.randn(d_model)
+    torch.testing.assert_close(functional.rms_norm(x, weight), F.rms_norm(x, (d_model,), weight, 1e-5))
+    return interleaved_median(
+        {
+            "library": lambda: functional.rms_norm(x, weight),
+            "torch": lambda: F.rms_norm(x, (d_model,), weight, 1e-5),
+        },
+        repeats,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.repeats} interleaved repeats\n")
+
+    rows = []
+    block = bench_block(batch=4, seq_len=256, d_model=512, num_heads=8, repeats=args.repeats)
+    rows.append(("TransformerBlock fwd+bwd (B=4, T=256, d=512)", block["library"], block["torch"],
+                 "torch fused ops", "≤ 1.05"))
+    rope = bench_rope(batch=16, seq_len=512, d_k=128, repeats=args.repeats)
+    rows.append(("RoPE (B=16, T=512, d_k=128)", rope["library"], rope["matrix"], "d×d matrices", "≤ 0.5"))
+    norm = bench_rms_norm(rows=4096, d_model=1024, repeats=args.repeats)
+    rows.append(("rms_norm (4096 × 1024)", norm["library"], norm["torch"], "F.rms_norm", "—"))
+
+    print(f"{'what':46} {'library':>10} {'reference':>10} {'ratio':>7}  reference        target")
+    for name, ours, ref, ref_name, target in rows:
+        print(f"{name:46} {ours * 1e3:8.2f}ms {ref * 1e3:8.2f}ms {ours / ref:7.2f}  {ref_name:16} {target}")
+
+    norms = bench_norms(rows=1024, d_model=1024, repeats=args.repeats, inner=3)
+    low, high = 1 - PAPER_TIME_SAVED[1], 1 - PAPER_TIME_SAVED[0]
+    print("\nnormalisation forward+backward (1024 × 1024 fp32), time ratio per repeat: median [quartiles]")
+    for label, (q1, median, q3) in norm_ratios(norms).items():
+        target = f"paper {low:.2f}–{high:.2f}" if label.startswith("RMSNorm /") else ""
+        print(f"{label:46} {median:7.2f}  [{q1:.2f}–{q3:.2f}]   {target}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""The learner's side of a check: runs inside the learner's kernel and answers in plain data.
+
+The grader sends a request as the text of one small cell,
+``__import__("prenorm_course.exercises.agent", fromlist=["serve"]).serve("<json>")``, and
+reads the answer from a display message of type ``REPLY_MIME``. Three requests:
+
+* ``lookup`` -- the value of a name in the notebook's namespace;
+* ``call`` -- call an object with arguments the grader chose, and report the result,
+  the tensor arguments the call changed, and what it printed or warned;
+* ``probe`` -- run one of the course's probes (a function of ``prenorm_lib.checks``)
+  on learner objects, e.g. "is it an nn.Module, what shape is its weight".
+
+Objects with no plain form stay here in a table; the grader gets handles to them.
+
+Nothing here is trusted: the learner's code runs in this process and may replace any
+of it. That is harmless by design, because the grader decides, from the data alone,
+by comparing it with references it computes itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import warnings
+from typing import Any
+
+from prenorm_course.exercises import wire
+
+REPLY_MIME = "text/x-prenorm-reply"
+OUTPUT_CHARS = 2000
+
+
+class Agent:
+    """Answers requests about one namespace (the kernel's, unless one is given)."""
+
+    def __init__(self, namespace: dict | None = None):
+        self._namespace = namespace
+        self._objects: dict[int, Any] = {}
+
+    def namespace(self) -> dict:
+        if self._namespace is None:
+            from IPython import get_ipython
+
+            return get_ipython().user_ns
+        return self._namespace
+
+    def keep(self, obj: Any) -> int:
+        handle_id = len(self._objects) + 1
+        self._objects[handle_id] = obj
+        return handle_id
+
+    def resolve(self, data: dict) -> Any:
+        return self._objects[data["id"]]
+
+    def handle(self, request_text: str) -> str:
+        """One request in, one reply out (both JSON text)."""
+        request = json.loads(request_text)
+        try:
+            body = getattr(self, f"_op_{request['op']}")(request)
+        except Exception as exc:  # a failure of the agent itself, e.g. a result it cannot encode
+            from prenorm_lib.checks.core import error_facts
+
+            body = {"error": error_facts(exc)}
+        return json.dumps({"nonce": request.get("nonce"), **body})
+
+    def _op_lookup(self, request: dict) -> dict:
+        namespace = self.namespace()
+        if request["name"] not in namespace:
+            return {"missing": True}
+        return {"value": wire.encode(namespace[request["name"]], self.keep)}
+
+    def _arguments(self, request: dict) -> tuple[list, dict]:
+        return wire.decode(request["args"], self.resolve), wire.decode(request["kwargs"], self.resolve)
+
+    def _op_call(self, request: dict) -> dict:
+        from prenorm_lib.checks.core import error_facts
+
+        target = self._objects[request["target"]]
+        args, kwargs = self._arguments(request)
+        inputs = dict(enumerate(args)) | kwargs
+        before = {key: _snapshot(value) for key, value in inputs.items()}
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), \
+                warnings.catch_warnings(record=True) as caught, _grad_mode(request.get("grad", True)):
+            warnings.simplefilter("always")
+            try:
+                result = target(*args, **kwargs)
+                body = {"value": wire.encode(result, self.keep)}
+            except KeyboardInterrupt:  # the grader's interrupt after a timeout
+                raise
+            except BaseException as exc:  # the learner's code may raise anything, SystemExit included
+                body = {"error": error_facts(exc)}
+        body["changed"] = [[key, wire.encode(value)] for key, value in inputs.items()
+                           if before[key] is not None and not _same(before[key], value)]
+        body["out"] = out.getvalue()[:OUTPUT_CHARS]
+        body["warnings"] = [f"{w.category.__name__}: {w.message}"[:500] for w in caught[:5]]
+        return body
+
+    def _op_probe(self, request: dict) -> dict:
+        module_name, _, qualname = request["function"].partition(":")
+        if not module_name.startswith("prenorm_lib.checks"):
+            raise ValueError(f"{request['function']} is not a course probe")
+        function: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            function = getattr(function, part)
+        args, kwargs = self._arguments(request)
+        return {"value": wire.encode(function(*args, **kwargs), self.keep)}
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy of a tensor argument (to see whether the call changed it), else None."""
+    module = type(value).__module__ or ""
+    if module.startswith("torch"):
+        import torch
+
+        if isinstance(value, torch.Tensor) and value.device.type != "meta":
+            return value.detach().clone()
+    return None
+
+
+def _same(before: Any, after: Any) -> bool:
+    import torch
+
+    after = after.detach()
+    if before.shape != after.shape or before.dtype != after.dtype:
+        return False
+    if before.is_floating_point() or before.is_complex():
+        return bool(torch.allclose(before, after, rtol=0, atol=0, equal_nan=True))
+    return bool(torch.equal(before, after))
+
+
+@contextlib.contextmanager
+def _grad_mode(enabled: Any):
+    """The grader's autograd mode (``torch.no_grad()`` around a call there holds here too)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    with torch.set_grad_enabled(enabled is not False):
+        yield
+
+
+_AGENT = Agent()
+
+
+def serve(request_text: str) -> None:
+    """Answer one request in a kernel: the reply goes out as a display message."""
+    from IPython.display import display
+
+    display({REPLY_MIME: _AGENT.handle(request_text)}, raw=True)

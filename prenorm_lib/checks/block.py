@@ -1,0 +1,377 @@
+"""Checkers for notebook 05 (pre-norm vs post-norm).
+
+The two block exercises hand the learner the four submodules of a block (``ln1``,
+``attn``, ``ln2``, ``ffn``) and ask for the forward pass. A wrong block is compared with
+small *wrong* blocks built from the same submodules, each embodying one typical mistake
+(the norm inside the residual, a residual forgotten, ln2 applied to the wrong tensor,
+...). The two norms get different random gains, so every variant gives a different
+output and a match names the mistake.
+
+- Exercise 5.1 ``pre_norm_forward(fn)``: ``fn(x, ln1, attn, ln2, ffn)`` →
+  ``h = x + attn(ln1(x))``, ``y = h + ffn(ln2(h))``.
+- Exercise 5.2 ``post_norm_forward(fn)``: ``fn(x, ln1, attn, ln2, ffn)`` →
+  ``z = ln1(x + attn(x))``, ``y = ln2(z + ffn(z))``.
+- Exercise 5.3 ``divergence_prediction(prediction, runs, unigram_loss)``: does each
+  placement train, stall at the unigram loss, or diverge? Checked against the real runs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from prenorm_lib.block import NORM_PLACEMENTS, TransformerBlock
+from prenorm_lib.checks.core import (
+    Hint,
+    call_learner,
+    describe,
+    exercise,
+    expect,
+    expect_close,
+    passed,
+    probe,
+    refuse_library_calls,
+    refuse_library_object,
+)
+from prenorm_lib.lab.train import OUTCOMES, outcome_of
+
+__all__ = ["divergence_prediction", "post_norm_forward", "pre_norm_forward"]
+
+D_MODEL, NUM_HEADS, D_FF, MAX_SEQ_LEN = 16, 4, 48, 16
+
+Variant = Callable[..., torch.Tensor]  # (x, ln1, attn, ln2, ffn) -> y
+
+
+class _Counted:
+    """A submodule that counts its calls, so a hint can say "ln2 was never called"."""
+
+    def __init__(self, name: str, module: torch.nn.Module):
+        self.name, self.module, self.calls = name, module, 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self.module(*args, **kwargs)
+
+    def __getattr__(self, attr: str) -> Any:  # weight, d_model, ... of the wrapped module
+        return getattr(self.module, attr)
+
+
+PARTS = ("ln1", "attn", "ln2", "ffn")
+
+
+def _test_block(seed: int) -> TransformerBlock:
+    """A small block whose two norms have different, non-trivial gains."""
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    block = TransformerBlock(D_MODEL, NUM_HEADS, D_FF, MAX_SEQ_LEN, norm="pre")
+    with torch.no_grad():
+        block.ln1.weight.copy_(1 + 0.5 * torch.randn(D_MODEL, generator=gen))
+        block.ln2.weight.copy_(0.3 + 0.5 * torch.rand(D_MODEL, generator=gen))
+    return block.eval()
+
+
+def _counted_parts(state: dict[str, torch.Tensor]) -> tuple[_Counted, ...]:
+    """The four submodules of a test block with these weights, each counting its calls (a probe)."""
+    block = TransformerBlock(D_MODEL, NUM_HEADS, D_FF, MAX_SEQ_LEN, norm="pre")
+    block.load_state_dict(state)
+    return tuple(_Counted(name, getattr(block.eval(), name)) for name in PARTS)
+
+
+def _call_counts(*parts: _Counted) -> list[int]:
+    """How often each counted submodule was called (a probe)."""
+    return [part.calls for part in parts]
+
+
+def _parts_for(fn: Callable, block: TransformerBlock) -> tuple:
+    """The block's submodules, counting their calls, where the learner's function lives."""
+    return tuple(probe(fn, _counted_parts, dict(block.state_dict())))
+
+
+def _cases() -> dict[str, torch.Tensor]:
+    """Inputs of several shapes; the stream gets an RMS far from 1 so norms are visible."""
+    gen = torch.Generator().manual_seed(404)
+    return {
+        "a batch (2, 5, 16)": 3 * torch.randn(2, 5, D_MODEL, generator=gen),
+        "one unbatched sequence (7, 16)": 0.4 * torch.randn(7, D_MODEL, generator=gen),
+        "a single token (1, 1, 16)": 2 * torch.randn(1, 1, D_MODEL, generator=gen),
+        "the full context (3, 16, 16)": torch.randn(3, MAX_SEQ_LEN, D_MODEL, generator=gen),
+    }
+
+
+def _matches(got: object, want: torch.Tensor) -> bool:
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+        return False
+    return bool(torch.allclose(got.detach().double(), want.double(), atol=1e-5, rtol=1e-4))
+
+
+def _check_block(
+    ex: str,
+    fn: Callable,
+    reference: Variant,
+    variants: Mapping[str, tuple[Variant, str]],
+    formula: str,
+) -> None:
+    """Run ``fn`` on every case and seed; name the mistake when a wrong variant matches."""
+    for seed in (0, 1):
+        block = _test_block(seed)
+        parts = (block.ln1, block.attn, block.ln2, block.ffn)
+        for label, x in _cases().items():
+            counted = _parts_for(fn, block)
+            x_in = x.clone()
+            with torch.no_grad():
+                got = call_learner(ex, fn, x_in, *counted)
+                want = reference(x, *parts)
+            expect(ex, torch.equal(x_in, x), "your function changed x in place (x += … or x.add_(…)); "
+                   "write h = x + … so the caller's tensor stays as it was — the residual stream "
+                   "must still hold x when the branch output is added.")
+            if _matches(got, want):
+                continue
+            with torch.no_grad():
+                for variant, hint in variants.values():
+                    if _matches(got, variant(x, *parts)):
+                        raise Hint(ex, hint)
+            calls = probe(fn, _call_counts, *counted)
+            never = [name for name, n in zip(PARTS, calls, strict=True) if n == 0]
+            detail = f" ({', '.join(never)} {'was' if len(never) == 1 else 'were'} never called)" if never else ""
+            expect_close(ex, got, want, f"the output differs from {formula} for {label}{detail}",
+                         shape_hint="a block maps (..., T, d_model) to the same shape.",
+                         dtype_hint="keep the input's dtype: add tensors, don't convert them.")
+
+
+BLOCK_CONSTRUCTION = r"|\bTransformerBlock\s*\("
+BLOCK_TASK = ("this exercise asks you to write the forward pass yourself from ln1, attn, ln2 and ffn; compare "
+              "with the library's method afterwards")
+
+
+# ---------------------------------------------------------------------------------------
+# Exercise 5.1: the pre-norm forward pass
+# ---------------------------------------------------------------------------------------
+
+
+def _pre(x, ln1, attn, ln2, ffn):
+    h = x + attn(ln1(x))
+    return h + ffn(ln2(h))
+
+
+def _post(x, ln1, attn, ln2, ffn):
+    z = ln1(x + attn(x))
+    return ln2(z + ffn(z))
+
+
+_PRE_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
+    "post_norm": (
+        _post,
+        "this is the post-norm block: the norm sits on the residual stream, ln1(x + attn(x)). "
+        "In pre-norm the norm sits inside the branch, on its input only: h = x + attn(ln1(x)), "
+        "so x reaches the output untouched.",
+    ),
+    "norm_inside_residual_attn": (
+        lambda x, ln1, attn, ln2, ffn: (h := ln1(x + attn(x))) + ffn(ln2(h)),
+        "the first norm is applied to the sum, ln1(x + attn(x)) — that is post-norm's placement. "
+        "Normalise the branch input instead: h = x + attn(ln1(x)).",
+    ),
+    "norm_inside_residual_both": (
+        lambda x, ln1, attn, ln2, ffn: ln2((h := ln1(x + attn(ln1(x)))) + ffn(ln2(h))),
+        "a norm is wrapped around a residual sum (ln(x + …)). In pre-norm the norms are inside the "
+        "branches only: h = x + attn(ln1(x)), then h + ffn(ln2(h)).",
+    ),
+    "forgot_attn_residual": (
+        lambda x, ln1, attn, ln2, ffn: (h := attn(ln1(x))) + ffn(ln2(h)),
+        "the first residual is missing: h must be x + attn(ln1(x)), not attn(ln1(x)) alone — without "
+        "the '+ x' the block throws the stream away.",
+    ),
+    "forgot_ffn_residual": (
+        lambda x, ln1, attn, ln2, ffn: ffn(ln2(x + attn(ln1(x)))),
+        "the second residual is missing: return h + ffn(ln2(h)), not ffn(ln2(h)) alone.",
+    ),
+    "forgot_both_residuals": (
+        lambda x, ln1, attn, ln2, ffn: ffn(ln2(attn(ln1(x)))),
+        "both residual connections are missing: each sub-layer's output is *added* to the stream "
+        "(x + attn(ln1(x)), then h + ffn(ln2(h))).",
+    ),
+    "normalised_stream": (
+        lambda x, ln1, attn, ln2, ffn: (h := (n := ln1(x)) + attn(n)) + ffn(ln2(h)),
+        "the residual stream itself was normalised: you added attn(ln1(x)) to ln1(x) instead of to x. "
+        "Only the branch input is normalised; the stream keeps x: h = x + attn(ln1(x)).",
+    ),
+    "normalised_stream_both": (
+        lambda x, ln1, attn, ln2, ffn: (m := ln2((n := ln1(x)) + attn(n))) + ffn(m),
+        "the residual stream itself was normalised (x = ln1(x), then x + attn(x), ...). Keep the "
+        "normalised tensor for the branch only: h = x + attn(ln1(x)), y = h + ffn(ln2(h)).",
+    ),
+    "ln2_on_x": (
+        lambda x, ln1, attn, ln2, ffn: x + attn(ln1(x)) + ffn(ln2(x)),
+        "the FFN branch reads ln2(x), but it must read the stream *after* attention: ffn(ln2(h)) "
+        "with h = x + attn(ln1(x)).",
+    ),
+    "second_residual_from_x": (
+        lambda x, ln1, attn, ln2, ffn: x + ffn(ln2(x + attn(ln1(x)))),
+        "the FFN output is added to x, which drops the attention output from the stream. "
+        "Add it to h: return h + ffn(ln2(h)).",
+    ),
+    "ln1_for_both": (
+        lambda x, ln1, attn, ln2, ffn: (h := x + attn(ln1(x))) + ffn(ln1(h)),
+        "ln1 is used for both branches. Each branch has its own norm with its own gain: "
+        "ln1 before attention, ln2 before the FFN.",
+    ),
+    "norms_swapped": (
+        lambda x, ln1, attn, ln2, ffn: (h := x + attn(ln2(x))) + ffn(ln1(h)),
+        "ln1 and ln2 are swapped: ln1 belongs to the attention branch, ln2 to the FFN branch.",
+    ),
+    "no_norms": (
+        lambda x, ln1, attn, ln2, ffn: (h := x + attn(x)) + ffn(h),
+        "no norm is applied: that is the unnormalised block. Normalise each branch's input: "
+        "attn(ln1(x)) and ffn(ln2(h)).",
+    ),
+}
+
+
+@exercise("5.1")
+def pre_norm_forward(fn: Callable) -> None:
+    """Exercise 5.1: check ``fn(x, ln1, attn, ln2, ffn)`` is the pre-norm block."""
+    refuse_library_object("5.1", fn, {"prenorm_lib.block.TransformerBlock.pre_norm_forward"}, BLOCK_TASK)
+    _check_block("5.1", fn, _pre, _PRE_NORM_MISTAKES, "h = x + attn(ln1(x)), y = h + ffn(ln2(h))")
+    refuse_library_calls("5.1", fn, re.compile(r"\bpre_norm_forward\b" + BLOCK_CONSTRUCTION), BLOCK_TASK)
+    passed("5.1", "pre-norm block matches TransformerBlock.pre_norm_forward on 4 shapes × 2 seeds")
+
+
+# ---------------------------------------------------------------------------------------
+# Exercise 5.2: the post-norm forward pass
+# ---------------------------------------------------------------------------------------
+
+_POST_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
+    "pre_norm": (
+        _pre,
+        "this is the pre-norm block (x + attn(ln1(x)), ...). Post-norm applies the norm to the "
+        "residual sum itself: z = ln1(x + attn(x)), then y = ln2(z + ffn(z)).",
+    ),
+    "norms_swapped": (
+        lambda x, ln1, attn, ln2, ffn: ln1((z := ln2(x + attn(x))) + ffn(z)),
+        "the norms are in the wrong order: ln1 follows the attention sum, ln2 follows the FFN sum.",
+    ),
+    "missing_second_norm": (
+        lambda x, ln1, attn, ln2, ffn: (z := ln1(x + attn(x))) + ffn(z),
+        "the second norm is missing: post-norm normalises after *each* residual sum, so return "
+        "ln2(z + ffn(z)).",
+    ),
+    "missing_first_norm": (
+        lambda x, ln1, attn, ln2, ffn: ln2((z := x + attn(x)) + ffn(z)),
+        "the first norm is missing: z = ln1(x + attn(x)), and the FFN reads that z.",
+    ),
+    "residual_after_norm": (
+        lambda x, ln1, attn, ln2, ffn: (z := x + ln1(attn(x))) + ln2(ffn(z)),
+        "the residual is added after the norm (x + ln1(attn(x))): then only the branch is "
+        "normalised and the stream never is. Post-norm normalises the sum: z = ln1(x + attn(x)).",
+    ),
+    "ffn_on_x": (
+        lambda x, ln1, attn, ln2, ffn: ln2(ln1(x + attn(x)) + ffn(x)),
+        "the FFN reads x, but it must read z, the normalised output of the attention sub-layer: "
+        "ln2(z + ffn(z)).",
+    ),
+    "second_residual_from_x": (
+        lambda x, ln1, attn, ln2, ffn: ln2(x + ffn(ln1(x + attn(x)))),
+        "the FFN output is added to x; add it to z = ln1(x + attn(x)) instead: ln2(z + ffn(z)).",
+    ),
+    "forgot_attn_residual": (
+        lambda x, ln1, attn, ln2, ffn: ln2((z := ln1(attn(x))) + ffn(z)),
+        "the attention residual is missing: z = ln1(x + attn(x)), not ln1(attn(x)).",
+    ),
+    "forgot_ffn_residual": (
+        lambda x, ln1, attn, ln2, ffn: ln2(ffn(ln1(x + attn(x)))),
+        "the FFN residual is missing: ln2(z + ffn(z)), not ln2(ffn(z)).",
+    ),
+    "ln1_for_both": (
+        lambda x, ln1, attn, ln2, ffn: ln1((z := ln1(x + attn(x))) + ffn(z)),
+        "ln1 is used for both sums. Each sub-layer has its own norm: ln1 after the attention sum, "
+        "ln2 after the FFN sum.",
+    ),
+    "no_norms": (
+        lambda x, ln1, attn, ln2, ffn: (h := x + attn(x)) + ffn(h),
+        "no norm is applied: that is the unnormalised block. Post-norm wraps each residual sum: "
+        "ln1(x + attn(x)), then ln2(z + ffn(z)).",
+    ),
+}
+
+
+@exercise("5.2")
+def post_norm_forward(fn: Callable) -> None:
+    """Exercise 5.2: check ``fn(x, ln1, attn, ln2, ffn)`` is the post-norm block."""
+    refuse_library_object("5.2", fn, {"prenorm_lib.block.TransformerBlock.post_norm_forward"}, BLOCK_TASK)
+    _check_block("5.2", fn, _post, _POST_NORM_MISTAKES, "z = ln1(x + attn(x)), y = ln2(z + ffn(z))")
+    refuse_library_calls("5.2", fn, re.compile(r"\bpost_norm_forward\b" + BLOCK_CONSTRUCTION), BLOCK_TASK)
+    passed("5.2", "post-norm block matches TransformerBlock.post_norm_forward on 4 shapes × 2 seeds")
+
+
+# ---------------------------------------------------------------------------------------
+# Exercise 5.3: predict what each configuration does, then run it
+# ---------------------------------------------------------------------------------------
+
+
+_WHY = {
+    ("pre", "trains"): "pre-norm keeps an identity path from the embeddings to the final norm and every "
+    "branch reads a normalised input, so even Adam's first full-size steps change the output only a little",
+    ("pre", "stalls"): "even pre-norm stalled here: the learning rate is too high for this model",
+    ("pre", "diverges"): "even pre-norm blew up here: the learning rate is far too high for this model",
+    ("post", "trains"): "post-norm coped here: the learning rate is low enough that its first steps do no harm",
+    ("post", "stalls"): "post-norm's gradients at initialisation are largest next to the output and every "
+    "sum is renormalised; Adam's first steps move every weight by about the full learning rate at once, "
+    "the stack collapses and the model falls back on word frequencies (loss ≈ unigram loss) — warmup "
+    "avoids this (Xiong et al. 2020)",
+    ("post", "diverges"): "post-norm blew up here: the learning rate is far too high for it",
+    ("none", "trains"): "the unnormalised model survived here, which needs a shallow stack or a small scale",
+    ("none", "stalls"): "the unnormalised model stalled: nothing keeps its residual stream in range",
+    ("none", "diverges"): "without any norm nothing keeps the residual stream in range: it is already "
+    "astronomically large at initialisation (see the Lemma 2 section), so are the logits and the loss, "
+    "and the first updates push it to inf/NaN",
+}
+
+
+def _judge_prediction(prediction: Any, actual: Mapping[str, str]) -> None:
+    """Compare a prediction with the actual outcome of each placement."""
+    ex = "5.3"
+    expect(ex, isinstance(prediction, Mapping),
+           f"prediction must be a dict like {{'pre': 'trains', 'post': ..., 'none': ...}}, "
+           f"got {describe(prediction)}")
+    expect(ex, set(prediction) == set(NORM_PLACEMENTS),
+           f"prediction needs exactly the keys 'pre', 'post', 'none', got {sorted(map(str, prediction))}")
+    for name, guess in prediction.items():
+        expect(ex, isinstance(guess, str) and guess.strip().lower() in OUTCOMES,
+               f"prediction[{name!r}] = {guess!r} is not one of 'trains', 'stalls', 'diverges'")
+    summary = ", ".join(f"{name} {actual[name]}" for name in NORM_PLACEMENTS)
+    wrong = [name for name in NORM_PLACEMENTS if prediction[name].strip().lower() != actual[name]]
+    if wrong:
+        reasons = "; ".join(
+            f"{name} {actual[name]} (you said {prediction[name].strip().lower()}): {_WHY[(name, actual[name])]}"
+            for name in wrong
+        )
+        raise Hint(ex, f"not quite — {reasons}.")
+    passed(ex, f"you predicted all three runs ({summary})")
+
+
+def divergence_from_key(prediction: Any, *, key: tuple[Any, ...]) -> None:
+    """Exercise 5.3 in the grader: judge against the course solution's own prediction.
+
+    The runs are computed by the notebook, i.e. in the learner's kernel, so the grader
+    cannot take them from there. The solution's prediction is what they showed: the
+    course notebook passes this very check on every nbval run.
+    """
+    (answer,) = key
+    if not isinstance(answer, Mapping) or set(answer) != set(NORM_PLACEMENTS):
+        raise ValueError(f"the course solution's prediction must name {NORM_PLACEMENTS}, got {answer!r}")
+    _judge_prediction(prediction, {name: str(answer[name]).strip().lower() for name in NORM_PLACEMENTS})
+
+
+@exercise("5.3", graded_with_key=divergence_from_key)
+def divergence_prediction(prediction: Any, runs: Mapping[str, Any], unigram_loss: float) -> None:
+    """Exercise 5.3: compare the predicted outcome of each placement with its actual run.
+
+    ``prediction`` maps "pre", "post" and "none" to one of "trains", "stalls",
+    "diverges". ``runs`` maps the same names to the :class:`prenorm_lib.lab.train.History` of
+    each run; ``unigram_loss`` is the loss of predicting word frequencies only.
+    """
+    if set(runs) != set(NORM_PLACEMENTS):
+        raise ValueError(f"runs must have the keys {NORM_PLACEMENTS}, got {sorted(runs)}")
+    _judge_prediction(prediction, {name: outcome_of(runs[name], unigram_loss) for name in NORM_PLACEMENTS})

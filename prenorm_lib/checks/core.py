@@ -1,0 +1,472 @@
+"""Shared machinery of the exercise checkers.
+
+A checker must never pass a wrong answer and never drown a learner in a traceback of
+their own code. The same checker runs in two places:
+
+* inline, in the learner's notebook (self-study): the learner's function is a real
+  object, and the check cell prints one line;
+* in the grader (``python -m prenorm_course.exercises check/grade``): the learner's
+  function stays in the learner's kernel and arrives here as a
+  :class:`~prenorm_course.exercises.remote.RemoteObject`; calling it returns plain data.
+  The verdict is computed here, from data, by comparing with references computed here.
+
+So a checker only calls the learner's objects (``call_learner``), compares what comes
+back, and asks questions about an object through ``probe`` (a small course function
+that runs wherever the object lives and returns plain facts). The helpers:
+
+* ``Hint`` -- the only exception a checker raises on a wrong answer; its message starts
+  ``Exercise N.M: `` and IPython shows it as that one line, not as a traceback.
+* ``NotDone`` -- the exercise still holds its placeholder.
+* ``exercise`` -- the decorator of every checker a notebook calls: inline, "not done" is
+  one printed line (so Run All goes on); ``checker.core`` raises instead (the grader).
+* ``call_learner`` -- runs learner code; a crash becomes a ``Hint`` naming the exception,
+  the learner's line and a did-you-mean.
+* ``expect_close`` / ``expect`` / ``expect_choice`` -- tensors, conditions, predictions.
+* ``refuse_library_object`` / ``refuse_library_calls`` -- an exercise that asks the
+  learner to write something does not accept the library's own copy.
+* ``passed`` -- the one stable success line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import difflib
+import functools
+import inspect
+import io
+import math
+import re
+import sys
+import tokenize
+import traceback
+from collections.abc import Callable, Collection, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = [
+    "Hint", "NotDone", "call_learner", "describe", "exercise", "expect", "expect_choice", "expect_close",
+    "passed", "probe", "refuse_library_calls", "refuse_library_object", "todo",
+]
+
+
+class Hint(AssertionError):
+    """A wrong answer, explained: ``Exercise N.M: <what to look at>``.
+
+    A subclass of AssertionError so that it reads as a failed check, not as a
+    crash, wherever it surfaces. In IPython it is shown as its message alone.
+    """
+
+    def __init__(self, exercise_id: str, message: str):
+        self.exercise_id = exercise_id
+        self.hint = message
+        super().__init__(f"Exercise {exercise_id}: {message}")
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows instead of a traceback through the checker: the hint itself."""
+        return [f"\x1b[1;31mExercise {self.exercise_id}\x1b[0m: {self.hint}"]
+
+
+class NotDone(NotImplementedError):
+    """The exercise still holds its placeholder (``raise NotImplementedError`` or ``...``)."""
+
+    def __init__(self, exercise_id: str, todo: str = "fill it in above"):
+        self.exercise_id = exercise_id
+        self.todo = todo
+        super().__init__(f"Exercise {exercise_id} is not done yet — {todo}")
+
+
+_PASS_SINK: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar("pass_sink", default=None)
+
+
+def passed(exercise_id: str, detail: str) -> None:
+    """Print the success line; it is stored in the notebook, so keep ``detail`` fixed."""
+    line = f"Exercise {exercise_id} passed: {detail}"
+    sink = _PASS_SINK.get()
+    if sink is None:
+        print(line)
+    else:
+        sink(line)
+
+
+@contextlib.contextmanager
+def collecting_passes(sink: Callable[[str], None]) -> Iterator[None]:
+    """Inside, ``passed`` lines of this thread go to ``sink`` instead of stdout (the grader reads them)."""
+    token = _PASS_SINK.set(sink)
+    try:
+        yield
+    finally:
+        _PASS_SINK.reset(token)
+
+
+# --- learner objects, here or in the learner's kernel ----------------------------------------
+
+
+def is_remote(obj: Any) -> bool:
+    """True for an object that lives in the learner's kernel (the grader's view of it)."""
+    remote = sys.modules.get("prenorm_course.exercises.remote")
+    return remote is not None and isinstance(obj, remote.RemoteObject)
+
+
+def describe(obj: Any) -> str:
+    """The short type name of a learner's value, for a hint ("list", "ndarray", "MyNorm")."""
+    if is_remote(obj):
+        return obj.remote_type.rsplit(".", 1)[-1]
+    return type(obj).__name__
+
+
+def is_callable(obj: Any) -> bool:
+    return obj.is_callable if is_remote(obj) else callable(obj)
+
+
+def probe(anchor: Any, function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` where ``anchor`` lives: in this process, or in the learner's kernel.
+
+    ``function`` must be a module-level function of ``prenorm_lib.checks`` that returns
+    plain data (or objects, which come back as handles).
+    """
+    if is_remote(anchor):
+        return anchor.learner.probe(f"{function.__module__}:{function.__qualname__}", args)
+    return function(*args)
+
+
+def _own_code(filename: str) -> bool:
+    """True for a file of this package or of the Python installation (not the learner's)."""
+    package = str(Path(__file__).resolve().parents[1])
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, package}
+    try:
+        resolved = str(Path(filename).resolve())
+    except (OSError, ValueError):
+        return False
+    return any(resolved.startswith(p) or filename.startswith(p) for p in prefixes if p)
+
+
+def _learner_frames(exc: BaseException) -> list[traceback.FrameSummary]:
+    return [f for f in traceback.extract_tb(exc.__traceback__) if not _own_code(f.filename)]
+
+
+def _suggestion(exc: BaseException) -> str:
+    """A did-you-mean for a misspelt name or attribute, as Python's own traceback gives."""
+    if isinstance(exc, NameError) and getattr(exc, "name", None):
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is None:
+            return ""
+        frame = tb.tb_frame
+        names = [*frame.f_locals, *frame.f_globals, *frame.f_builtins]
+        wanted = exc.name
+    elif isinstance(exc, AttributeError) and getattr(exc, "name", None) and getattr(exc, "obj", None) is not None:
+        try:
+            names = dir(exc.obj)
+        except Exception:  # a learner's __dir__ may raise
+            return ""
+        wanted = exc.name
+    else:
+        return ""
+    close = difflib.get_close_matches(wanted, [n for n in names if n != wanted], n=1, cutoff=0.7)
+    return f" — did you mean `{close[0]}`?" if close else ""
+
+
+def error_facts(exc: BaseException) -> dict[str, str]:
+    """What a hint says about an exception: its type, message, the learner's line, a did-you-mean."""
+    frames = _learner_frames(exc)
+    frame = f" (in {frames[-1].name}, line {frames[-1].lineno})" if frames else ""
+    try:
+        message = str(exc)
+    except Exception:  # a learner's exception whose __str__ raises
+        message = ""
+    return {"type": type(exc).__name__, "message": message[:2000], "frame": frame, "suggestion": _suggestion(exc)}
+
+
+def _raised(exercise_id: str, facts: dict | Any) -> Hint:
+    if not isinstance(facts, dict):
+        facts = {"type": facts.ename, "message": facts.message, "frame": facts.frame, "suggestion": facts.suggestion}
+    return Hint(exercise_id, f"your code raised {facts['type']}: {facts['message']}{facts['frame']}"
+                             f"{facts['suggestion']}")
+
+
+def call_learner(exercise_id: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call the learner's ``fn(*args, **kwargs)`` and return its result.
+
+    The scaffold's ``NotImplementedError("Exercise N.M: ...")`` becomes ``NotDone``; a
+    ``Hint`` propagates; any other exception becomes a ``Hint`` that names the exception,
+    the learner's line and a did-you-mean instead of showing a traceback. Problems of the
+    learner's kernel itself (a timeout, a crash) propagate: they are not hints.
+    """
+    if not is_callable(fn):
+        raise Hint(
+            exercise_id,
+            f"expected a function, got {describe(fn)} — pass the function itself, not its result",
+        )
+    remote = sys.modules.get("prenorm_course.exercises.remote")
+    try:
+        return fn(*args, **kwargs)
+    except (NotDone, Hint):
+        raise
+    except NotImplementedError as exc:
+        if str(exc).startswith("Exercise "):
+            raise NotDone(exercise_id, "fill in the function above") from None
+        raise _raised(exercise_id, error_facts(exc)) from None
+    except Exception as exc:  # the learner's code may raise anything
+        if remote is not None and isinstance(exc, remote.KernelProblem):
+            raise
+        if remote is not None and isinstance(exc, remote.LearnerError):
+            raise _raised(exercise_id, exc) from None
+        raise _raised(exercise_id, error_facts(exc)) from None
+
+
+# --- the library's own copy is not an answer -----------------------------------------------
+
+
+def _qualified(obj: Any) -> str:
+    module = getattr(obj, "__module__", None) or ""
+    name = obj.__name__ if inspect.isbuiltin(obj) else getattr(obj, "__qualname__", None) or obj.__name__
+    return f"{module}.{name}" if module else name
+
+
+def library_origin(obj: Any) -> list[str]:
+    """Qualified names that say what ``obj`` is: its function, or its class and the bases.
+
+    A bound method or a ``functools.partial`` is seen through; an instance counts as its
+    class (``nn.SiLU()`` is ``torch.nn.modules.activation.SiLU``). A probe: it runs
+    where the learner's object lives.
+    """
+    for _ in range(8):
+        if isinstance(obj, functools.partial):
+            obj = obj.func
+        elif inspect.ismethod(obj):
+            obj = obj.__func__
+        else:
+            break
+    if inspect.isfunction(obj) or inspect.isbuiltin(obj) or inspect.ismethoddescriptor(obj):
+        return [_qualified(obj)]
+    classes = obj.__mro__ if inspect.isclass(obj) else type(obj).__mro__
+    return [_qualified(c) for c in classes if c is not object]
+
+
+def learner_source(obj: Any) -> str:
+    """The source code of a learner's function or class ("" when Python cannot find it). A probe."""
+    target = obj if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismethod(obj) else type(obj)
+    try:
+        return inspect.getsource(target)[:100_000]
+    except (OSError, TypeError):
+        return ""
+
+
+def code_only(source: str) -> str:
+    """``source`` without comments and string literals (a docstring may name a library function)."""
+    kept: list[str] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type not in (tokenize.COMMENT, tokenize.STRING):
+                kept.append(token.string)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return re.sub(r"#.*", "", source)
+    return " ".join(kept)
+
+
+def refuse_library_object(exercise_id: str, obj: Any, library: Collection[str], task: str) -> None:
+    """Hint if ``obj`` *is* one of the ``library`` objects (qualified names), or an instance/subclass of one."""
+    origin = probe(obj, library_origin, obj)
+    hit = next((name for name in origin if name in library), None) if isinstance(origin, list) else None
+    if hit is not None:
+        raise Hint(exercise_id, f"that is the library's own `{hit}`, not your code — {task}")
+
+
+def refuse_library_calls(exercise_id: str, obj: Any, pattern: re.Pattern[str], task: str) -> None:
+    """Hint if the learner's source calls a library implementation of the exercise (``pattern``)."""
+    source = probe(obj, learner_source, obj)
+    match = pattern.search(code_only(source)) if isinstance(source, str) else None
+    if match is not None:
+        called = re.sub(r"\s+", "", match.group(0)).rstrip("(")
+        raise Hint(exercise_id, f"your code calls `{called}`, the library's own implementation — {task}")
+
+
+# --- comparing answers -------------------------------------------------------------------
+
+
+def expect(exercise_id: str, condition: bool, hint: str) -> None:
+    """Raise ``Hint(exercise_id, hint)`` unless ``condition`` holds."""
+    if not condition:
+        raise Hint(exercise_id, hint)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def expect_close(
+    exercise_id: str,
+    got: Any,
+    want: torch.Tensor,
+    hint: str,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    shape_hint: str = "did you reduce over the wrong dimension?",
+    dtype_hint: str = "cast the result back to the input dtype",
+) -> None:
+    """Check that the learner's tensor ``got`` matches the reference ``want``.
+
+    Checks, in order, each with its own message: a tensor was returned at all,
+    the shape (``shape_hint``), the dtype (``dtype_hint``; ``want`` is expected
+    to carry the input's dtype), non-finite values, then the values within
+    ``atol + rtol * |want|`` (``hint``, plus where the largest error is).
+    Values are compared in float64 so fp16 rounding of the comparison itself
+    cannot hide or create a difference.
+    """
+    if not isinstance(want, torch.Tensor):
+        raise TypeError(f"want must be a torch.Tensor (the reference result), got {type(want).__name__}")
+    if got is None:
+        raise Hint(exercise_id, "returned None — did you forget to `return` the result?")
+    if not isinstance(got, torch.Tensor):
+        raise Hint(exercise_id, f"returned a {describe(got)} but expected a torch.Tensor")
+    if got.shape != want.shape:
+        raise Hint(
+            exercise_id,
+            f"returned shape {tuple(got.shape)} but expected {tuple(want.shape)} — {shape_hint}",
+        )
+    if got.dtype != want.dtype:
+        raise Hint(
+            exercise_id,
+            f"returned {_dtype_name(got.dtype)} for a {_dtype_name(want.dtype)} input — {dtype_hint}",
+        )
+    got64 = got.detach().to("cpu", torch.float64)
+    want64 = want.detach().to("cpu", torch.float64)
+    bad_finite = torch.isfinite(got64) != torch.isfinite(want64)
+    if bad_finite.any():
+        index = tuple(torch.nonzero(bad_finite)[0].tolist())
+        raise Hint(
+            exercise_id,
+            f"returned {got64[index].item():.3g} at index {index} where {want64[index].item():.3g} "
+            f"was expected — {hint}",
+        )
+    finite = torch.isfinite(want64)
+    same_special = (got64 == want64) | (torch.isnan(got64) & torch.isnan(want64))
+    error = torch.where(finite, (got64 - want64).abs(), torch.zeros_like(got64))
+    too_far = (error > atol + rtol * want64.abs()) | (~finite & ~same_special)
+    if too_far.any():
+        scored = torch.where(too_far, error, torch.full_like(error, -1.0))
+        worst = tuple(int(i) for i in torch.unravel_index(scored.argmax(), scored.shape))
+        raise Hint(
+            exercise_id,
+            f"{hint} (largest difference at index {worst}: "
+            f"got {got64[worst].item():.4g}, expected {want64[worst].item():.4g})",
+        )
+
+
+def _normalise(answer: Any) -> Any:
+    return answer.strip().lower() if isinstance(answer, str) else answer
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float if it is a real number (0-d tensors and NumPy scalars too), else None."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        value = value.item()
+    if isinstance(value, bool) or (not isinstance(value, int | float) and type(value).__module__ != "numpy"):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _as_choice(answer: Any, options: list[Any]) -> Any:
+    """A number given for a choice written as a string (``float("inf")`` for ``"inf"``) counts as that choice."""
+    number = _number(answer)
+    if number is None:
+        return _normalise(answer)
+    for option in options:
+        try:
+            value = float(option)
+        except (TypeError, ValueError):
+            continue
+        if value == number or (math.isnan(value) and math.isnan(number)):
+            return option
+    return answer
+
+
+def expect_choice(
+    exercise_id: str,
+    answer: Any,
+    choices: Iterable[Any],
+    correct: Any,
+    why: str,
+) -> None:
+    """Check a predict-then-run answer; strings compare case- and space-insensitively.
+
+    A number counts as the choice it equals (``float("inf")`` is ``"inf"``, ``0`` is
+    ``"0"``). An answer outside ``choices`` gets a hint listing them; a wrong choice
+    gets ``why``, the explanation of what actually happens.
+    """
+    choices = list(choices)
+    options = [_normalise(c) for c in choices]
+    if _normalise(correct) not in options:
+        raise ValueError(f"correct={correct!r} must be one of choices={choices!r}")
+    given = _as_choice(answer, options)
+    if given not in options:
+        listed = ", ".join(repr(c) for c in choices)
+        raise Hint(exercise_id, f"answer {answer!r} is not one of the choices: {listed} — give the choice as "
+                                "one of these strings")
+    if given != _normalise(correct):
+        raise Hint(exercise_id, f"not quite — {why}")
+
+
+# --- the checkers a notebook calls -----------------------------------------------------------
+
+
+def todo(args: Iterable[Any]) -> str:
+    """What the learner still has to do, for the not-done line."""
+    args = list(args)
+    if any(a is Ellipsis for a in args):
+        return "replace each `...` in the exercise cell above with your answer"
+    names = [getattr(a, "__name__", None) for a in args if callable(a) and not is_remote(a)]
+    names = [n for n in names if isinstance(n, str) and n != "<lambda>"]
+    return f"fill in `{names[0]}` above" if names else "fill in the exercise cell above"
+
+
+def exercise(exercise_id: str, *, graded_with_key: Callable[..., None] | None = None):
+    """Decorate the checker of Exercise ``exercise_id`` (the function a notebook's check cell calls).
+
+    Called in a notebook, an unfinished exercise prints one line ("Exercise 1.1 is not
+    done yet — fill in `my_rms_norm` above") and returns, so Run All goes on; a wrong
+    answer raises ``Hint`` (one line in IPython). ``checker.core`` is the strict form for
+    the grader: it raises ``NotDone`` too. ``graded_with_key`` grades a prediction
+    against the course solution's own answer, for checkers whose other arguments are
+    data the notebook computes (the grader cannot take those from the learner's kernel).
+    """
+
+    def strict(check: Callable[..., None]) -> Callable[..., None]:
+        """``check`` that raises NotDone for a ``...`` placeholder and names what to fill in."""
+
+        @functools.wraps(check)
+        def run(*args: Any, **kwargs: Any) -> None:
+            values = (*args, *(v for k, v in kwargs.items() if k != "key"))
+            if any(value is Ellipsis for value in values):
+                raise NotDone(exercise_id, todo(values))
+            try:
+                return check(*args, **kwargs)
+            except NotDone as exc:
+                raise NotDone(exercise_id, todo(values)) from exc.__cause__
+
+        return run
+
+    def decorate(check: Callable[..., None]) -> Callable[..., None]:
+        core = strict(check)
+
+        @functools.wraps(check)
+        def inline(*args: Any, **kwargs: Any) -> None:
+            try:
+                return core(*args, **kwargs)
+            except NotDone as exc:
+                print(exc)
+                return None
+
+        inline.core = core
+        inline.exercise_id = exercise_id
+        inline.graded_with_key = strict(graded_with_key) if graded_with_key is not None else None
+        return inline
+
+    return decorate

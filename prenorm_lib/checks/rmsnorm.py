@@ -1,0 +1,309 @@
+"""Checkers of notebook 01's exercises (RMSNorm).
+
+* ``rms_norm(fn)`` — Exercise 1.1, the kernel ``fn(x, weight, eps)``.
+* ``rms_norm_module(cls)`` — Exercise 1.2, the module class ``cls(d_model, eps, device, dtype)``.
+* ``fp16_prediction(square, normalised)`` — Exercise 1.3, predict-then-run on fp16.
+
+A wrong kernel is diagnosed by comparing its output with small wrong kernels, one per
+typical mistake (``MISTAKES``): if the learner's result matches the "forgot eps" kernel on
+the case that tells them apart, the hint says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from prenorm_lib import functional
+from prenorm_lib.checks.core import (
+    Hint,
+    call_learner,
+    exercise,
+    expect,
+    expect_choice,
+    expect_close,
+    passed,
+    probe,
+    refuse_library_calls,
+    refuse_library_object,
+)
+
+__all__ = ["MISTAKES", "fp16_prediction", "rms_norm", "rms_norm_module"]
+
+KERNEL, MODULE, PREDICT = "1.1", "1.2", "1.3"
+
+
+def _mean_square(x: torch.Tensor, dim=-1) -> torch.Tensor:
+    return x.pow(2).mean(dim=dim, keepdim=True)
+
+
+def _f32(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]):
+    """Run a float32 formula and cast back, so a variant differs from the reference only in its mistake."""
+    return lambda x, w, eps: fn(x.float(), w.float(), eps).to(x.dtype)
+
+
+# name -> (wrong kernel, hint). Order matters: the first variant that matches is reported.
+MISTAKES: dict[str, tuple[Callable, str]] = {
+    "no gain": (
+        _f32(lambda x, w, eps: x * torch.rsqrt(_mean_square(x) + eps)),
+        "the output ignores `weight` — multiply the normalised vector by the gain g",
+    ),
+    "layernorm": (
+        _f32(lambda x, w, eps: (x - x.mean(-1, keepdim=True))
+             * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * w),
+        "you subtracted the mean, as LayerNorm does — RMSNorm does not re-center: divide x itself by "
+        "sqrt(mean(x²) + eps)",
+    ),
+    "std": (
+        _f32(lambda x, w, eps: x * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * w),
+        "you divided by the standard deviation — RMSNorm divides by the root mean square sqrt(mean(x²) + eps), "
+        "which does not subtract the mean first",
+    ),
+    "std unbiased": (
+        _f32(lambda x, w, eps: x * torch.rsqrt(x.var(-1, keepdim=True) + eps) * w),
+        "you divided by the standard deviation (torch.std / var) — RMSNorm divides by the root mean square "
+        "sqrt(mean(x²) + eps)",
+    ),
+    "sum": (
+        _f32(lambda x, w, eps: x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps) * w),
+        "you used the sum of the squares — take their mean (divide by d_model), so the output has RMS ≈ 1",
+    ),
+    "no sqrt": (
+        _f32(lambda x, w, eps: x / (_mean_square(x) + eps) * w),
+        "you divided by the mean square — take its square root: RMS = sqrt(mean(x²) + eps)",
+    ),
+    "mean over dim 0": (
+        _f32(lambda x, w, eps: x * torch.rsqrt(_mean_square(x, 0) + eps) * w),
+        "the mean is over the wrong axis — average over the last dimension (dim=-1, keepdim=True): "
+        "each token's vector is normalised on its own",
+    ),
+    "mean over dim -2": (
+        _f32(lambda x, w, eps: x * torch.rsqrt(_mean_square(x, -2) + eps) * w),
+        "the mean is over the wrong axis — average over the last dimension (dim=-1, keepdim=True): "
+        "each token's vector is normalised on its own",
+    ),
+    "mean over everything": (
+        _f32(lambda x, w, eps: x * torch.rsqrt(x.pow(2).mean() + eps) * w),
+        "the mean is over the whole tensor — average over the last dimension only (dim=-1, keepdim=True): "
+        "each token's vector is normalised on its own",
+    ),
+    "eps fixed at 1e-5": (
+        _f32(lambda x, w, eps: x * torch.rsqrt(_mean_square(x) + 1e-5) * w),
+        "the result ignores the `eps` argument — use the eps you are given instead of a fixed number",
+    ),
+    "no eps": (
+        _f32(lambda x, w, eps: x * torch.rsqrt(_mean_square(x)) * w),
+        "near-zero inputs go wrong — did you forget eps? It belongs inside the square root: "
+        "sqrt(mean(x²) + eps); without it an all-zero vector gives 0/0 = nan",
+    ),
+    "eps outside sqrt": (
+        _f32(lambda x, w, eps: x / (_mean_square(x).sqrt() + eps) * w),
+        "eps is added outside the square root — it belongs inside: sqrt(mean(x²) + eps)",
+    ),
+    "no upcast": (
+        lambda x, w, eps: functional.rms_norm(x, w, eps, upcast=False),
+        "fp16 input with |x| ≈ 300 gives zeros or inf — compute in float32: x.float() before squaring "
+        "(300² = 90000 overflows fp16, whose largest value is 65504), then cast the result back",
+    ),
+}
+
+KERNEL_DTYPE_HINT = "cast the result back to the input dtype (x.dtype): fp16 in, fp16 out"
+KERNEL_TASK = ("this exercise asks you to write the kernel yourself from torch operations (pow, mean, sqrt, ...); "
+               "compare with the library afterwards")
+LIBRARY_KERNELS = frozenset({"prenorm_lib.functional.rms_norm", "torch.nn.functional.rms_norm", "torch.rms_norm"})
+LIBRARY_KERNEL_CALLS = re.compile(r"\b(?:functional|F|torch|nn\s*\.\s*functional)\s*\.\s*rms_norm\b|\bRMSNorm\s*\(")
+IN_PLACE_HINT = (
+    "your function changed its input x in place — `x.to(torch.float32)` does not copy a float32 input, so "
+    "`x32 /= rms` (or `x32.div_(...)`) divides the caller's tensor too. Write `x32 / rms`, which makes a new tensor"
+)
+KEEPDIM_HINT = (
+    "the mean over the last dimension dropped that dimension, so x (..., d) and the RMS (...) do not line up — "
+    "keep it with mean(dim=-1, keepdim=True), which gives (..., 1)"
+)
+
+
+def _matches(got: torch.Tensor, candidate: torch.Tensor) -> bool:
+    if not isinstance(got, torch.Tensor) or got.shape != candidate.shape:
+        return False
+    return torch.allclose(got.detach().double(), candidate.double(), rtol=2e-3, atol=1e-3, equal_nan=True)
+
+
+def _kernel_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, float]]:
+    """(description, x, weight, eps), each aimed at a few mistakes; ends with the dtype cases."""
+    gen = torch.Generator().manual_seed(1)
+    batch = torch.randn(2, 3, 8, generator=gen) + 0.5  # non-zero mean: tells RMS from std
+    gain = torch.rand(8, generator=gen) + 0.5
+    tiny_and_zero = torch.stack([1e-3 * torch.randn(6, generator=gen), torch.zeros(6)])  # (2, 6)
+    loud = 300.0 * (1 + 0.1 * torch.rand(3, 16, generator=gen)) * (torch.randint(0, 2, (3, 16), generator=gen) * 2 - 1)
+    return [
+        ("a (2, 3, 8) float32 batch", batch, gain, 1e-5),
+        ("a single 5-vector", torch.randn(5, generator=gen) - 1.0, torch.rand(5, generator=gen) + 0.5, 1e-5),
+        ("a tiny row and an all-zero row", tiny_and_zero, torch.ones(6), 1e-5),
+        ("eps = 0.5", batch, gain, 0.5),
+        ("an fp16 input with |x| ≈ 300", loud.half(), torch.ones(16, dtype=torch.float16), 1e-5),
+        ("a bf16 input", batch.bfloat16(), gain.bfloat16(), 1e-5),
+    ]
+
+
+def _tolerances(dtype: torch.dtype) -> tuple[float, float]:
+    """(atol, rtol): half precision rounds the final cast to ~3 significant digits."""
+    return {torch.float16: (2e-3, 2e-3), torch.bfloat16: (2e-2, 2e-2)}.get(dtype, (1e-5, 1e-4))
+
+
+def _call_kernel(fn: Callable, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """The learner's kernel on one case; a broadcasting error gets the keepdim explanation."""
+    try:
+        return call_learner(KERNEL, fn, x, weight, eps)
+    except Hint as hint:
+        if "must match the size of tensor" in hint.hint:
+            raise Hint(KERNEL, f"{hint.hint} — {KEEPDIM_HINT}") from None
+        raise
+
+
+@exercise(KERNEL)
+def rms_norm(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]) -> None:
+    """Exercise 1.1: ``fn(x, weight, eps)`` must equal ``functional.rms_norm`` on every case."""
+    refuse_library_object(KERNEL, fn, LIBRARY_KERNELS, KERNEL_TASK)
+    for description, x, weight, eps in _kernel_cases():
+        want = functional.rms_norm(x, weight, eps)
+        x_in, weight_in = x.clone(), weight.clone()
+        got = _call_kernel(fn, x_in, weight_in, eps)
+        expect(KERNEL, torch.equal(x_in, x), f"on {description}: {IN_PLACE_HINT}")
+        expect(KERNEL, torch.equal(weight_in, weight),
+               f"on {description}: your function changed `weight` in place — multiply into a new tensor")
+        if isinstance(got, torch.Tensor) and got.dtype == want.dtype and not _matches(got, want):
+            for wrong, hint in MISTAKES.values():
+                if not _matches(want, wrong(x, weight, eps)) and _matches(got, wrong(x, weight, eps)):
+                    raise Hint(KERNEL, f"on {description}: {hint}")
+            if x.dtype == torch.float16:
+                raise Hint(KERNEL, f"on {description}: {MISTAKES['no upcast'][1]}")
+        atol, rtol = _tolerances(x.dtype)
+        expect_close(
+            KERNEL, got, want, f"on {description} the values differ from RMSNorm: x / sqrt(mean(x²) + eps) * weight",
+            atol=atol, rtol=rtol, dtype_hint=KERNEL_DTYPE_HINT,
+            shape_hint="the output must have the input's shape; keep the reduced dimension (keepdim=True)",
+        )
+    refuse_library_calls(KERNEL, fn, LIBRARY_KERNEL_CALLS, KERNEL_TASK)
+    passed(KERNEL, "matches RMSNorm on float32 batches, a tiny and an all-zero row, a custom eps, fp16 and bf16")
+
+
+LIBRARY_MODULES = frozenset({"prenorm_lib.norm.RMSNorm", "torch.nn.modules.normalization.RMSNorm"})
+MODULE_TASK = ("this exercise asks you to write the module yourself: subclass nn.Module, store the gain as an "
+               "nn.Parameter and call your kernel (or functional.rms_norm) in forward")
+
+
+def _module_facts(module: object) -> dict:
+    """What Exercise 1.2 needs to know about a learner's module, as plain data (a probe)."""
+    facts = {"is_module": isinstance(module, nn.Module)}
+    weight = getattr(module, "weight", None) if facts["is_module"] else None
+    facts["has_weight"] = weight is not None
+    facts["weight_type"] = type(weight).__name__
+    facts["is_parameter"] = isinstance(weight, nn.Parameter)
+    if isinstance(weight, torch.Tensor):
+        facts |= {
+            "shape": list(weight.shape), "dtype": str(weight.dtype).removeprefix("torch."),
+            "device": weight.device.type,
+            "ones": weight.device.type != "meta" and bool((weight.detach() == 1).all()),
+        }
+    facts["n_params"] = sum(p.numel() for p in module.parameters()) if facts["is_module"] else 0
+    return facts
+
+
+def _set_weight(module: nn.Module, value: torch.Tensor) -> None:
+    """Give a learner's module the gain ``value`` (a probe)."""
+    with torch.no_grad():
+        module.weight.copy_(value)
+
+
+@exercise(MODULE)
+def rms_norm_module(cls: type) -> None:
+    """Exercise 1.2: ``cls(d_model, eps=1e-5, device=None, dtype=None)`` behaves like ``RMSNorm``."""
+    refuse_library_object(MODULE, cls, LIBRARY_MODULES, MODULE_TASK)
+    d_model = 8
+    module = call_learner(MODULE, cls, d_model)
+    facts = probe(cls, _module_facts, module)
+    expect(MODULE, facts["is_module"], f"{cls!r} did not build an nn.Module — subclass nn.Module")
+    expect(MODULE, facts["has_weight"], "the module has no `weight` — store the gain as self.weight")
+    expect(
+        MODULE, facts["is_parameter"],
+        f"self.weight is a {facts['weight_type']}, not an nn.Parameter — wrap it in nn.Parameter(...) so "
+        "that module.parameters() and the optimiser see it",
+    )
+    expect(
+        MODULE, tuple(facts["shape"]) == (d_model,),
+        f"self.weight has shape {tuple(facts['shape'])}, expected ({d_model},) — one gain per channel: (d_model,)",
+    )
+    expect(
+        MODULE, facts["ones"],
+        "self.weight does not start at ones (initialised randomly?) — use torch.ones so a fresh RMSNorm "
+        "only normalises",
+    )
+    expect(
+        MODULE, facts["n_params"] == d_model,
+        f"the module has {facts['n_params']} parameters, expected {d_model} — RMSNorm has a gain and nothing else "
+        "(no bias)",
+    )
+    wide = probe(cls, _module_facts, call_learner(MODULE, cls, d_model, dtype=torch.float64))
+    expect(MODULE, wide.get("dtype") == "float64", "dtype=torch.float64 was ignored — pass dtype= on to torch.ones")
+    meta = probe(cls, _module_facts, call_learner(MODULE, cls, d_model, device="meta"))
+    expect(MODULE, meta.get("device") == "meta", "device='meta' was ignored — pass device= on to torch.ones")
+
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 3, d_model, generator=gen)
+    gain = torch.rand(d_model, generator=gen) + 0.5
+    probe(cls, _set_weight, module, gain)
+    got = call_learner(MODULE, module, x)
+    want = functional.rms_norm(x, gain)
+    if _matches(got, functional.rms_norm(x, torch.ones(d_model))):
+        raise Hint(MODULE, "forward ignores self.weight — pass it to the kernel")
+    expect_close(MODULE, got, want, "forward(x) differs from functional.rms_norm(x, self.weight, self.eps)",
+                 shape_hint=f"forward must keep x's shape; {KEEPDIM_HINT}")
+    expect(
+        MODULE, isinstance(got, torch.Tensor) and got.requires_grad,
+        "the output does not depend on self.weight through autograd — call the kernel with the parameter itself",
+    )
+
+    small = 0.1 * x  # mean square ≈ 0.01: eps = 0.5 changes the result a lot
+    loose = call_learner(MODULE, cls, d_model, eps=0.5)
+    got = call_learner(MODULE, loose, small)
+    if _matches(got, functional.rms_norm(small, torch.ones(d_model))):
+        raise Hint(MODULE, "the module ignores eps — store it in __init__ (self.eps = eps) and pass it to the kernel")
+    expect_close(MODULE, got, functional.rms_norm(small, torch.ones(d_model), 0.5), "with eps=0.5 the output is wrong")
+    passed(MODULE, "gain is a Parameter of ones with the right shape, dtype and device; forward uses weight and eps")
+
+
+PREDICT_CHOICES = ("inf", "nan", "0", "1", "90000")
+
+
+def _describe(t: torch.Tensor) -> str:
+    """Which of ``PREDICT_CHOICES`` a tensor's values all are ("inf", "nan", "0", "1", "90000")."""
+    values = t.double().flatten()
+    for name, test in (
+        ("nan", torch.isnan(values)), ("inf", torch.isinf(values)), ("0", values == 0),
+        ("90000", values == 90000), ("1", (values.abs() - 1).abs() < 0.01),
+    ):
+        if bool(test.all()):
+            return name
+    return "something else"
+
+
+@exercise(PREDICT)
+def fp16_prediction(square: str, normalised: str) -> None:
+    """Exercise 1.3: predictions of fp16 300² and of RMSNorm without upcast on [300, −300, 300, −300]."""
+    x = torch.tensor([300.0, -300.0, 300.0, -300.0], dtype=torch.float16)
+    actual_square = _describe(x[:1] ** 2)
+    expect_choice(
+        PREDICT, square, PREDICT_CHOICES, actual_square,
+        "first answer: 300² = 90000 is larger than the largest finite fp16 number (65504), so the "
+        "square rounds to inf",
+    )
+    actual_norm = _describe(functional.rms_norm(x, torch.ones(4, dtype=torch.float16), upcast=False))
+    expect_choice(
+        PREDICT, normalised, PREDICT_CHOICES, actual_norm,
+        "second answer: the mean of the squares is inf, so the RMS is inf, and a finite x divided by inf is 0 — "
+        "every output is 0 (nan would need inf/inf or 0/0)",
+    )
+    passed(PREDICT, "fp16 300² = inf (the fp16 maximum is 65504), so RMS = inf and x / inf = 0 for every entry")

@@ -1,0 +1,267 @@
+"""Checkers of notebook 03 (RoPE).
+
+Exercise 3.1 builds the cos/sin cache, 3.2 rotates interleaved pairs with it, 3.3 asks
+which pairs can still tell positions apart across a long context. A wrong answer is
+compared with the typical mistakes, each written out below as a small variant of the
+reference, so the hint can name the mistake rather than just say "wrong".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+
+import torch
+
+from prenorm_lib import functional
+from prenorm_lib.checks.core import (
+    Hint,
+    call_learner,
+    exercise,
+    expect_close,
+    passed,
+    refuse_library_calls,
+    refuse_library_object,
+)
+
+ROPE_CALLS = r"|\bRotaryPositionalEmbedding\b|\brotation_matrix\s*\("
+
+# ---------------------------------------------------------------------------
+# Exercise 3.1: the cos/sin cache
+
+
+def _angles(theta: float, d_k: int, max_seq_len: int, exponent: str = "2k/d", first_position: int = 0):
+    """Angle table (max_seq_len, d_k/2) in float64, optionally with a typical mistake."""
+    k = torch.arange(d_k // 2, dtype=torch.float64)
+    exponents = {"2k/d": -2 * k / d_k, "k/d": -k / d_k, "2k": -2 * k, "+2k/d": 2 * k / d_k}
+    positions = torch.arange(first_position, first_position + max_seq_len, dtype=torch.float64)
+    return torch.outer(positions, theta ** exponents[exponent])
+
+
+CACHE_MISTAKES = (
+    (lambda a: (_angles(*a, exponent="k/d").cos(), _angles(*a, exponent="k/d").sin()),
+     "the exponent must be −2k/d_k for pair k = 0 … d_k/2 − 1 — your frequencies fall twice too slowly; "
+     "did you use arange(d_k // 2) / d_k instead of arange(0, d_k, 2) / d_k?"),
+    (lambda a: (_angles(*a, exponent="2k").cos(), _angles(*a, exponent="2k").sin()),
+     "the exponent must be −2k/d_k — divide by d_k; without it every pair after the first barely turns"),
+    (lambda a: (_angles(*a, exponent="+2k/d").cos(), _angles(*a, exponent="+2k/d").sin()),
+     "your frequencies increase with k: the exponent needs its minus sign, θ_k = Θ^(−2k/d_k), "
+     "so that pair 0 is the fastest clock and the last pair the slowest"),
+    (lambda a: (_angles(*a, first_position=1).cos(), _angles(*a, first_position=1).sin()),
+     "positions are off by one: row i must hold position i, starting at 0 (position 0 is not rotated, so "
+     "cos = 1 and sin = 0 in the first row)"),
+    (lambda a: (_angles(*a), _angles(*a)),
+     "you returned the angles themselves; return their cosine and sine"),
+    (lambda a: (_angles(*a).sin(), _angles(*a).cos()),
+     "cos and sin are swapped: return (cos, sin) in that order"),
+)
+
+CACHE_CASES = ((10000.0, 8, 16), (10000.0, 2, 5), (500.0, 64, 100), (10000.0, 16, 1))
+
+
+def _as_pair(exercise_id: str, result) -> tuple[torch.Tensor, torch.Tensor]:
+    if not isinstance(result, tuple | list) or len(result) != 2:
+        raise Hint(exercise_id, f"return a tuple (cos, sin) of two tensors, got {type(result).__name__}"
+                   + (f" of length {len(result)}" if isinstance(result, tuple | list) else ""))
+    for name, t in zip(("cos", "sin"), result, strict=True):
+        if not isinstance(t, torch.Tensor):
+            raise Hint(exercise_id, f"{name} should be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype not in (torch.float32, torch.float64):
+            raise Hint(exercise_id, f"{name} has dtype {t.dtype}; the cache holds float32 (or float64) values")
+    return result[0].to(torch.float64), result[1].to(torch.float64)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, atol: float = 1e-4) -> bool:
+    return a.shape == b.shape and bool(((a - b).abs() <= atol).all())
+
+
+_LIBRARY_CACHE = frozenset({"prenorm_lib.functional.rope_angles"})
+_LIBRARY_CACHE_CALLS = re.compile(r"\brope_angles\s*\(" + ROPE_CALLS)
+CACHE_TASK = ("this exercise asks you to build the angle table yourself: positions (arange) times the speeds "
+              "Θ^(−2k/d_k), then cos and sin; compare with functional.rope_angles afterwards")
+
+
+@exercise("3.1")
+def cos_sin_cache(build_cache: Callable) -> None:
+    """Exercise 3.1: ``build_cache(theta, d_k, max_seq_len) -> (cos, sin)``, each (max_seq_len, d_k/2)."""
+    ex = "3.1"
+    refuse_library_object(ex, build_cache, _LIBRARY_CACHE, CACHE_TASK)
+    for args in CACHE_CASES:
+        cos, sin = _as_pair(ex, call_learner(ex, build_cache, *args))
+        want = _angles(*args)
+        theta, d_k, max_seq_len = args
+        shape_hint = (f"one angle per pair and position: (max_seq_len, d_k/2) = {tuple(want.shape)} "
+                      f"for theta={theta:g}, d_k={d_k}, max_seq_len={max_seq_len}")
+        if cos.shape == (d_k // 2, max_seq_len) and d_k // 2 != max_seq_len:
+            shape_hint = "transposed: rows are positions, columns are pairs — use torch.outer(positions, freqs)"
+        elif cos.shape == (max_seq_len, d_k) and d_k > 1:
+            shape_hint = f"there are d_k/2 = {d_k // 2} pairs, one angle each — not d_k = {d_k} columns"
+        if cos.shape != want.shape or sin.shape != want.shape:
+            raise Hint(ex, f"returned shape {tuple(cos.shape)} but expected {tuple(want.shape)} — {shape_hint}")
+        if _close(cos, want.cos()) and _close(sin, want.sin()):
+            continue
+        for mistake, hint in CACHE_MISTAKES:
+            wrong_cos, wrong_sin = mistake(args)
+            if _close(cos, wrong_cos) and _close(sin, wrong_sin):
+                raise Hint(ex, hint)
+        expect_close(ex, cos, want.cos(), "cos does not match cos(position · Θ^(−2k/d_k))", atol=1e-4)
+        expect_close(ex, sin, want.sin(), "sin does not match sin(position · Θ^(−2k/d_k))", atol=1e-4)
+    refuse_library_calls(ex, build_cache, _LIBRARY_CACHE_CALLS, CACHE_TASK)
+    passed(ex, "cos/sin caches match for 4 shapes (d_k = 2 … 64, one position … 100)")
+
+
+# ---------------------------------------------------------------------------
+# Exercise 3.2: rotating interleaved pairs
+
+
+def _concatenated(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The rotation done right, but the two halves concatenated instead of interleaved back."""
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+def _tiled(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """cos/sin tiled to d_k with .repeat/cat, so dimension j gets angle j mod d_k/2, not j // 2."""
+    partner = torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+    return x * torch.cat((cos, cos), dim=-1) + partner * torch.cat((sin, sin), dim=-1)
+
+
+ROTATION_MISTAKES = (
+    (lambda x, c, s: functional.apply_rope(x, c, s, "half"),
+     "wrong RoPE pairing: you rotated dimension k with k + d_k/2 (Hugging Face Llama's half-split); "
+     "this exercise pairs neighbours (0, 1), (2, 3), … — take x[..., 0::2] and x[..., 1::2]"),
+    (lambda x, c, s: functional.apply_rope(x, c, -s),
+     "your rotation turns the wrong way (by −θ): the new pair is (x1·cos − x2·sin, x1·sin + x2·cos)"),
+    (lambda x, c, s: functional.apply_rope(x, s, c),
+     "cos and sin are swapped: x1·cos − x2·sin for the first member of each pair, x1·sin + x2·cos "
+     "for the second"),
+    (_concatenated,
+     "each pair is rotated correctly, but the results are concatenated ([all firsts, all seconds]); "
+     "put every pair back in place: torch.stack((first, second), dim=-1).flatten(-2)"),
+    (_tiled,
+     "the two members of a pair must share one angle: expand cos/sin with repeat_interleave(2, dim=-1) "
+     "(c0, c0, c1, c1, …), not .repeat or torch.cat (c0, c1, …, c0, c1, …)"),
+)
+
+
+def _applied_angles(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The angle by which each interleaved pair of ``x`` was turned to give ``y``, in [−π, π]."""
+    x1, x2, y1, y2 = x[..., 0::2], x[..., 1::2], y[..., 0::2], y[..., 1::2]
+    return torch.atan2(x1 * y2 - x2 * y1, x1 * y1 + x2 * y2)
+
+
+def _wrong_positions(x: torch.Tensor, got: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
+    """True if every token was turned by the angles of *some* position, but not always its own."""
+    if got.shape != x.shape:
+        return False
+    x64, got64 = x.to(torch.float64), got.to(torch.float64)
+    if not _close(x64.norm(dim=-1), got64.norm(dim=-1), atol=1e-3):
+        return False
+    applied = _applied_angles(x64, got64)  # (..., T, d_k/2)
+    table = torch.atan2(sin, cos).to(torch.float64).reshape(-1, cos.shape[-1])  # (rows, d_k/2)
+    gap = (applied.unsqueeze(-2) - table).remainder(2 * math.pi)  # (..., T, rows, d_k/2)
+    gap = torch.minimum(gap, 2 * math.pi - gap).amax(dim=-1)  # (..., T, rows)
+    return bool((gap.amin(dim=-1) < 1e-3).all())
+
+
+def _rotation_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(3)
+    angles = functional.rope_angles(10000.0, 8, 64)  # (64, 4)
+    packed = torch.tensor([[0, 1, 2, 3, 0, 1], [40, 41, 42, 43, 44, 45]])  # two rows of positions
+    cases = []
+    x = torch.randn(2, 5, 8, generator=gen)
+    cases.append(("x (2, 5, 8), positions 0 … 4", x, angles[:5].cos(), angles[:5].sin()))
+    x = torch.randn(6, 2, generator=gen)
+    a = functional.rope_angles(10000.0, 2, 64)[[3, 9, 17, 30, 50, 63]]  # (6, 1)
+    cases.append(("x (6, 2), one pair, positions up to 63", x, a.cos(), a.sin()))
+    x = torch.randn(2, 3, 6, 8, generator=gen)
+    a = angles[packed].unsqueeze(1)  # (2, 1, 6, 4): the same positions for every head
+    cases.append(("x (2 batch, 3 heads, 6, 8), packed positions", x, a.cos(), a.sin()))
+    x = torch.randn(4, 8, generator=gen).to(torch.float16)
+    cases.append(("float16 x (4, 8)", x, angles[10:14].cos(), angles[10:14].sin()))
+    return [(name, x, c.to(torch.float32), s.to(torch.float32)) for name, x, c, s in cases]
+
+
+_LIBRARY_ROTATION = frozenset({"prenorm_lib.functional.apply_rope"})
+_LIBRARY_ROTATION_CALLS = re.compile(r"\bapply_rope\s*\(" + ROPE_CALLS)
+ROTATION_TASK = ("this exercise asks you to rotate the pairs yourself (x[..., 0::2], x[..., 1::2], cos, sin); "
+                 "compare with functional.apply_rope afterwards")
+
+
+@exercise("3.2")
+def rotate_pairs(rotate: Callable) -> None:
+    """Exercise 3.2: ``rotate(x, cos, sin)`` rotates interleaved pairs of x (..., T, d_k)."""
+    ex = "3.2"
+    refuse_library_object(ex, rotate, _LIBRARY_ROTATION, ROTATION_TASK)
+    for name, x, cos, sin in _rotation_cases():
+        original = x.clone()
+        got = call_learner(ex, rotate, x, cos, sin)
+        if not torch.equal(x, original):
+            raise Hint(ex, "your function changed x in place; build a new tensor instead (the caller "
+                       "still needs x, e.g. the keys after the queries)")
+        want = functional.apply_rope(x, cos, sin)
+        if isinstance(got, torch.Tensor) and got.shape == want.shape and got.dtype == want.dtype:
+            got64 = got.to(torch.float64)
+            atol = 2e-3 if x.dtype == torch.float16 else 1e-5
+            if not _close(got64, want.to(torch.float64), atol=atol):
+                for mistake, hint in ROTATION_MISTAKES:
+                    if _close(got64, mistake(x, cos, sin).to(torch.float64), atol=atol):
+                        raise Hint(ex, f"{hint} [case: {name}]")
+                if _wrong_positions(x, got, cos, sin):
+                    raise Hint(ex, f"each token was rotated by the angles of another position [case: {name}] — "
+                               "row t of cos/sin belongs to token t: cos (..., seq_len, d_k/2) must broadcast "
+                               "against x[..., 0::2] (..., seq_len, d_k/2) without transposing or indexing it")
+        expect_close(
+            ex, got, want, f"rotated pairs do not match [case: {name}]",
+            atol=2e-3 if x.dtype == torch.float16 else 1e-5, rtol=1e-3,
+            shape_hint=f"the output must have x's shape [case: {name}]; cos/sin (..., seq_len, d_k/2) line up "
+                       "with x[..., 0::2] — did a dimension get added or transposed when broadcasting?",
+            dtype_hint=f"return x's dtype [case: {name}]: cast cos and sin to x.dtype before multiplying",
+        )
+    refuse_library_calls(ex, rotate, _LIBRARY_ROTATION_CALLS, ROTATION_TASK)
+    passed(ex, "interleaved rotation matches for 4 cases (batch and heads, packed positions, one pair, float16)")
+
+
+# ---------------------------------------------------------------------------
+# Exercise 3.3: which pairs carry long-range information?
+
+LONG_RANGE_D_K, LONG_RANGE_CONTEXT, LONG_RANGE_THETA = 64, 2048, 10000.0
+
+
+def first_slow_pair(d_k: int = LONG_RANGE_D_K, context: int = LONG_RANGE_CONTEXT,
+                    theta: float = LONG_RANGE_THETA) -> int:
+    """Index k (from 0) of the first pair whose wavelength 2π/θ_k exceeds ``context``."""
+    per_position = functional.rope_angles(theta, d_k, 2)[1]  # (d_k/2,)
+    slow = torch.nonzero(2 * math.pi / per_position > context)
+    return int(slow[0]) if len(slow) else d_k // 2
+
+
+@exercise("3.3")
+def long_range_pair(answer) -> None:
+    """Exercise 3.3: the index of the first pair whose wavelength exceeds the context (d_k=64, 2048)."""
+    ex = "3.3"
+    right = first_slow_pair()
+    n_pairs = LONG_RANGE_D_K // 2
+    if (isinstance(answer, torch.Tensor) and answer.numel() == 1) or type(answer).__module__ == "numpy":
+        answer = answer.item()
+    if isinstance(answer, bool) or not isinstance(answer, int | float) or answer != int(answer):
+        raise Hint(ex, f"answer with one whole number, a pair index k from 0 to {n_pairs - 1}; got {answer!r}")
+    answer = int(answer)
+    why = ("pair k turns by Θ^(−2k/d_k) per position, so its wavelength is 2π·Θ^(2k/d_k); "
+           "solve 2π·10000^(2k/64) > 2048 for the smallest whole k")
+    if answer == right + 1:
+        raise Hint(ex, f"off by one — count pairs from 0, as rope_angles does (pair 0 turns one radian per "
+                   f"position). {why}")
+    if answer == 0:
+        raise Hint(ex, "pair 0 is the fastest clock: it turns one radian per position and wraps around every "
+                   "2π ≈ 6.3 positions, so it cannot tell distance 3 from distance 3 + 6.28·n. " + why)
+    if answer == n_pairs - 1:
+        raise Hint(ex, f"pair {n_pairs - 1} is the slowest clock, but not the first one that is slow enough. {why}")
+    if not 0 <= answer < n_pairs:
+        raise Hint(ex, f"d_k = 64 has {n_pairs} pairs, numbered 0 … {n_pairs - 1}; got {answer}")
+    if answer != right:
+        raise Hint(ex, f"not quite. {why}")
+    passed(ex, f"pair {right} is the first to need more than {LONG_RANGE_CONTEXT} positions for one turn: pairs "
+           f"{right} … {n_pairs - 1} never wrap around inside the context, so they tell near from far "
+           f"(long-range position), while the fast pairs 0 … {right - 1} wrap and resolve only short distances")
