@@ -54,7 +54,7 @@ from prenorm_course.exercises.markers import (
 )
 from prenorm_course.exercises.paths import repo_root, sanitize_file, solution_dir, solution_notebooks
 from prenorm_course.exercises.remote import KernelStopped, Learner, LearnerTimeout, Missing, NoAnswer
-from prenorm_course.exercises.sandbox import CourseFiles, Sandbox, isolation
+from prenorm_course.exercises.sandbox import Confinement, CourseFiles, Sandbox, confinement
 from prenorm_lib.checks.core import Hint, NotDone, collecting_passes
 
 DEFAULT_TIMEOUT = 60.0
@@ -401,15 +401,16 @@ def check_notebook(
     *,
     inline_checks: bool = False,
     course: CourseFiles | None = None,
-    mode: str | None = None,
-    hide: list[Path] | None = None,
+    confined: Confinement | None = None,
+    trusted: bool = False,
 ) -> CheckResult:
     """Check an in-memory learner notebook called ``name`` (its file name).
 
     ``inline_checks`` also runs the check cells' own checker calls in the kernel, as a
     learner's Run All does (``verify`` uses it to prove an unfilled notebook runs to the
-    end); the verdict is the grader's either way. ``course``, ``mode`` and ``hide`` come
-    from ``grade`` (one snapshot of the course for all submissions; what to hide).
+    end); the verdict is the grader's either way. ``course`` and ``confined`` come from
+    ``grade`` (one snapshot of the course for all submissions; how kernels run). Without
+    ``confined`` the kernel runs in bubblewrap, or, only if ``trusted``, unconfined.
     """
     root = repo_root(root)
     solution_path, identified = identify(learner, name, root)
@@ -419,7 +420,7 @@ def check_notebook(
     merged, edited, notes = merge(learner, solution, exercises)
     if identified:
         notes.insert(0, identified)
-    mode = mode or isolation()[0]
+    confined = confined or confinement(trusted)
     course = course or CourseFiles.take(root)
     by_id = {cell.id: cell for cell in merged.cells}
     course_cells = {cell.id: cell for cell in solution.cells}
@@ -427,7 +428,7 @@ def check_notebook(
     statuses: dict[str, ExerciseStatus] = {}
     runs: dict[str, CellRun] = {}
     start = time.monotonic()
-    kernel = Kernel(Sandbox.create(mode, course), hide=hide)
+    kernel = Kernel(Sandbox.create(confined.mode, course))
     try:
         try:
             kernel.start()
@@ -464,7 +465,7 @@ def check_notebook(
         other_cells=_other_cell_problems(merged, exercises, runs, edited, sanitize_patterns(root), course_cells),
         notes=notes,
         seconds=time.monotonic() - start,
-        isolation=mode,
+        isolation=confined.how,
         peak_memory_kb=kernel.peak_memory_kb,
     )
     for exercise in exercises:
@@ -494,8 +495,9 @@ def format_report(result: CheckResult, verbose: bool = False) -> str:
     if result.notes:
         lines.append("Notes:")
         lines += [f"  - {note}" for note in result.notes]
+    lines.append(f"Learner code ran {result.isolation}")
     if verbose:
-        lines.append(f"(kernel isolation: {result.isolation}; peak memory {result.peak_memory_kb / 1024:.0f} MB)")
+        lines.append(f"(peak memory of the kernel {result.peak_memory_kb / 1024:.0f} MB)")
     done = sum(status.status == PASSED for status in result.exercises)
     verdict = "the notebook passes" if result.passed else "the check fails"
     lines.append(f"{done} of {len(result.exercises)} exercises passed; {verdict}.")

@@ -18,20 +18,22 @@ is written into the table's ``notes`` and the run goes on. The tables are writte
 in any case: ``grades.md`` (with the hint, error and timeout messages listed below
 it) and ``grades.csv``.
 
-Without root (plain isolation) the course tree and the submissions are fingerprinted
-before grading and restored after each notebook; a submission that changed anything
-is named in the notes (see :mod:`sandbox`).
+Every kernel runs in bubblewrap (see :mod:`sandbox`): it cannot see the folder, the
+course or another kernel, so nothing needs putting back. If bubblewrap cannot confine
+kernels here the run refuses, unless ``trusted`` is asked for; either way the first
+line of grades.md says how the learners' code ran. Submissions are collected without
+following symbolic links (a link to the course's solution is not anyone's work).
 """
 
 from __future__ import annotations
 
 import csv
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import prenorm_lib
 from prenorm_course.exercises.build import read_notebook
 from prenorm_course.exercises.check import (
     DEFAULT_TIMEOUT,
@@ -46,21 +48,36 @@ from prenorm_course.exercises.check import (
 )
 from prenorm_course.exercises.markers import NotebookError, find_exercises, id_key
 from prenorm_course.exercises.paths import repo_root, solution_dir
-from prenorm_course.exercises.sandbox import PLAIN, CourseFiles, TreeGuard, isolation
+from prenorm_course.exercises.sandbox import CourseFiles, confinement
 
 MISSING = "missing"
 
 
 def learner_notebooks(folder: Path) -> list[tuple[str, Path]]:
-    """``(learner, notebook)`` pairs found in ``folder``, sorted (checkpoints and hidden files skipped)."""
+    """``(learner, notebook)`` pairs found in ``folder``, sorted (checkpoints and hidden files skipped).
+
+    Symbolic links are neither followed into nor read: a submission is a file in the folder.
+    """
     found = []
-    for path in sorted(folder.rglob("*.ipynb")):
-        relative = path.relative_to(folder)
-        if any(part.startswith(".") for part in relative.parts):
-            continue
-        learner = relative.parts[0] if len(relative.parts) > 1 else path.stem
-        found.append((learner, path))
-    return found
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not os.path.islink(os.path.join(top, d))]
+        for name in files:
+            path = Path(top) / name
+            if not name.endswith(".ipynb") or name.startswith(".") or path.is_symlink():
+                continue
+            relative = path.relative_to(folder)
+            learner = relative.parts[0] if len(relative.parts) > 1 else path.stem
+            found.append((learner, path))
+    return sorted(found, key=lambda item: item[1])
+
+
+def symlinked_notebooks(folder: Path) -> list[Path]:
+    """Symbolic links to notebooks in ``folder`` (not graded; named in the report)."""
+    found = []
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found += [Path(top) / n for n in dirs + files if os.path.islink(os.path.join(top, n))]
+    return sorted(found)
 
 
 def _exercises_named_by(name: str, root: Path) -> list[str]:
@@ -81,6 +98,7 @@ def grade_folder(
     timeout: float = DEFAULT_TIMEOUT,
     jobs: int = 2,
     progress: Callable[[str], None] = print,
+    trusted: bool = False,
 ) -> dict[str, dict[str, str]]:
     """Check every learner notebook; write grades.md/grades.csv; return learner -> exercise -> status."""
     folder = Path(folder).resolve()
@@ -91,21 +109,26 @@ def grade_folder(
     submissions = []
     for learner, path in learner_notebooks(folder):
         try:
-            submissions.append((learner, path, path.read_bytes()))
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as f:
+                submissions.append((learner, path, f.read()))
         except OSError as exc:
             submissions.append((learner, path, exc))
+    links = symlinked_notebooks(folder)
     if not submissions:
         raise FileNotFoundError(f"no .ipynb files in {folder}")
-    mode, why = isolation()
-    progress(f"kernel isolation: {mode} ({why})")
+    confined = confinement(trusted)
+    progress(f"learner code runs {confined.how}")
     course = CourseFiles.take(root)
-    package = Path(prenorm_lib.__file__).resolve().parent  # the library, wherever it is installed from
-    guard = TreeGuard([root, folder, package]) if mode == PLAIN else None
     lock = threading.Lock()
-    running: dict[str, str] = {}  # learner -> file, while its kernel runs
     table: dict[str, dict[str, str]] = {}
     details: dict[str, list[str]] = {}
     notes: dict[str, list[str]] = {}
+    for link in links:
+        relative = link.relative_to(folder)
+        learner = relative.parts[0] if len(relative.parts) > 1 else relative.stem
+        notes.setdefault(learner, []).append(f"{relative.as_posix()}: a symbolic link, not graded")
+        table.setdefault(learner, {})
 
     def record(learner: str, statuses: dict[str, str], detail: list[str], note: list[str]) -> None:
         with lock:
@@ -116,13 +139,11 @@ def grade_folder(
     def grade_one(item: tuple[str, Path, bytes | OSError]) -> None:
         learner, path, data = item
         where = path.relative_to(folder).as_posix()
-        with lock:
-            running[learner] = where
         try:
             if isinstance(data, OSError):
                 raise NotANotebook(f"the file cannot be read ({data.strerror})")
-            result = check_notebook(parse_learner(data), path.name, root, timeout, course=course, mode=mode,
-                                    hide=[folder, out])
+            result = check_notebook(parse_learner(data), path.name, root, timeout, course=course,
+                                    confined=confined)
         except NotANotebook as exc:
             progress(f"{learner}: {where}: {exc}")
             marked = dict.fromkeys(_exercises_named_by(path.name, root), NOT_A_NOTEBOOK)
@@ -141,24 +162,12 @@ def grade_folder(
                       if s.status not in (PASSED, NOT_DONE, NOT_RUN)]
             recognised = [f"{where}: {note}" for note in result.notes if note.startswith("recognised")]
             record(learner, statuses, detail, recognised)
-        finally:
-            with lock:
-                suspects = dict(running)
-                running.pop(learner, None)
-                changed = guard.restore() if guard is not None else []
-            if changed:
-                shown = ", ".join(changed[:5]) + (", ..." if len(changed) > 5 else "")
-                also = f" — running at the time: {', '.join(sorted(suspects))}" if len(suspects) > 1 else ""
-                for suspect, suspect_file in suspects.items():
-                    message = f"files outside the kernel's folder changed while this ran (put back): {shown}{also}"
-                    progress(f"{suspect}: {suspect_file}: {message}")
-                    record(suspect, {}, [], [f"{suspect_file}: {message}"])
 
     try:
         with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
             list(pool.map(grade_one, submissions))
     finally:
-        write_tables(table, details, out, notes)
+        write_tables(table, details, out, notes, confined.how)
     return table
 
 
@@ -167,9 +176,25 @@ def _columns(table: dict[str, dict[str, str]]) -> list[str]:
     return sorted(ids, key=id_key)
 
 
+def md_text(text: str) -> str:
+    """Learner text made inert in a Markdown table or list: one line, no table bars, no HTML."""
+    text = " ".join(str(text).split()).replace("\\", "\\\\").replace("|", "\\|")
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def csv_text(text: str) -> str:
+    """Learner text for a CSV cell: one line, and never a spreadsheet formula."""
+    text = " ".join(str(text).split())
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
 def write_tables(table: dict[str, dict[str, str]], details: dict[str, list[str]], out_dir: Path,
-                 notes: dict[str, list[str]] | None = None) -> None:
-    """grades.csv (learner, one column per exercise, passed, notes) and grades.md (the same, plus hints)."""
+                 notes: dict[str, list[str]] | None = None, how: str = "") -> None:
+    """grades.csv (learner, one column per exercise, passed, notes) and grades.md (the same, plus hints).
+
+    Learner names, notes and hints are the learners' text: escaped (``md_text``, ``csv_text``).
+    ``how`` (how the learners' code ran) is the first line of grades.md.
+    """
     notes = notes or {}
     out_dir.mkdir(parents=True, exist_ok=True)
     columns = _columns(table)
@@ -181,10 +206,11 @@ def write_tables(table: dict[str, dict[str, str]], details: dict[str, list[str]]
     with open(out_dir / "grades.csv", "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(header)
-        writer.writerows(rows)
-    md = ["| " + " | ".join(header[:-1]) + " |", "|" + "---|" * (len(header) - 1)]
-    md += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row[:-1]) + " |" for row in rows]
+        writer.writerows([[csv_text(cell) for cell in row] for row in rows])
+    md = [f"Learner code ran {md_text(how)}.", ""] if how else []
+    md += ["| " + " | ".join(header[:-1]) + " |", "|" + "---|" * (len(header) - 1)]
+    md += ["| " + " | ".join(md_text(cell) for cell in row[:-1]) + " |" for row in rows]
     lines = [(learner, line) for learner in sorted(table) for line in notes.get(learner, []) + details.get(learner, [])]
     if lines:
-        md += ["", "## Details", ""] + [f"- **{learner}** — {line}" for learner, line in lines]
+        md += ["", "## Details", ""] + [f"- **{md_text(learner)}** — {md_text(line)}" for learner, line in lines]
     (out_dir / "grades.md").write_text("\n".join(md) + "\n", encoding="utf-8")

@@ -3,10 +3,12 @@
 The grader talks to an ordinary IPython kernel (the learner's code behaves as in
 JupyterLab: widgets, displays, magics) through jupyter_client, but:
 
-* the kernel is started through :mod:`jail` (limits; as root, its own user and view of
-  the file system) with an environment made here, in a throw-away folder;
-* every cell has a time limit; past it the kernel is interrupted, and if it does not
-  stop, killed. A kernel that exits (``exit()``, ``os._exit``, a crash, a memory or
+* the kernel is started inside bubblewrap (:mod:`sandbox`) with an environment made
+  here, in a throw-away folder; it talks over Unix sockets in that folder (``ipc``
+  transport: the sandbox has no network, and no other local process can reach it);
+* every cell has a time limit; past it the kernel is interrupted by a message on its
+  control channel, and if it does not stop, killed with its whole sandbox. A kernel
+  that exits (``exit()``, ``os._exit``, a crash, a memory or
   CPU limit) is noticed at once and reported in words (``death``);
 * what comes back is bounded: messages over ``MAX_MESSAGE_BYTES`` are dropped by ZeroMQ,
   and a cell's stored output is capped;
@@ -26,7 +28,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import zmq
 from jupyter_client.blocking import BlockingKernelClient
@@ -34,7 +35,7 @@ from jupyter_client.connect import write_connection_file
 
 from prenorm_course.exercises.agent import REPLY_MIME
 from prenorm_course.exercises.remote import KernelStopped, LearnerTimeout, NoAnswer
-from prenorm_course.exercises.sandbox import Sandbox, kernel_env
+from prenorm_course.exercises.sandbox import MEMORY_BYTES, TRUSTED, Sandbox, kernel_env
 
 MAX_MESSAGE_BYTES = 64 * 2**20
 MAX_OUTPUT_CHARS = 1_000_000  # stored per cell, for comparing with the course run
@@ -43,6 +44,7 @@ INTERRUPT_GRACE = 10.0
 POLL = 0.05
 KERNEL_COMMAND = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection}",
                   "--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
+MEMORY_LIMIT_GIB = MEMORY_BYTES / 2**30
 OK, ERROR, TIMEOUT, DIED = "ok", "error", "timeout", "died"
 
 
@@ -57,8 +59,10 @@ class CellRun:
     seconds: float = 0.0
 
 
-def _death(returncode: int) -> str:
-    """What a kernel's exit status says, for a learner."""
+def _death(returncode: int, wrapped: bool = True) -> str:
+    """What a kernel's exit status says, for a learner (bubblewrap passes a signal on as 128 + its number)."""
+    if wrapped and returncode > 128:
+        returncode = 128 - returncode
     if returncode >= 0:
         return "your code stopped the kernel (exit(), quit(), sys.exit() in a thread or os._exit())"
     signum = -returncode
@@ -105,9 +109,8 @@ class _Outputs:
 class Kernel:
     """A learner's kernel in its sandbox; use as a context manager."""
 
-    def __init__(self, sandbox: Sandbox, hide: list[Path] | None = None):
+    def __init__(self, sandbox: Sandbox):
         self.sandbox = sandbox
-        self.hide = list(hide or [])
         self.proc: subprocess.Popen | None = None
         self.client: BlockingKernelClient | None = None
         self.death = ""
@@ -125,20 +128,20 @@ class Kernel:
 
     def start(self) -> None:
         stage = self.sandbox.stage
-        _, info = write_connection_file(str(stage / "kernel.json"), ip="127.0.0.1",
+        _, info = write_connection_file(str(stage / "kernel.json"), transport="ipc", ip=str(stage / "ipc"),
                                         key=secrets.token_hex(32).encode())
-        self.sandbox.own()  # user mode: the kernel's user must read its connection file
+        self.sandbox.own()  # as root: the kernel's user must read its connection file and make its sockets
         command = [part.replace("{connection}", str(self.sandbox.workdir / "kernel.json")) for part in KERNEL_COMMAND]
         self._log = open(stage / "kernel.log", "w+b")  # noqa: SIM115 — lives as long as the kernel
         self.proc = subprocess.Popen(
-            self.sandbox.command(command, self.hide), env=kernel_env(self.sandbox.workdir),
+            self.sandbox.command(command), env=kernel_env(self.sandbox.workdir),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log, start_new_session=True,
         )
         context = zmq.Context()
         context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
         self.client = BlockingKernelClient(context=context)
         self.client.load_connection_info(info)
-        self.client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
+        self.client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=True)
         self._wait_until_ready()
 
     def _wait_until_ready(self) -> None:
@@ -177,13 +180,12 @@ class Kernel:
         return self.proc is not None and self.proc.poll() is None
 
     def _read_peak_memory(self) -> None:
-        try:
-            status = Path(f"/proc/{self.proc.pid}/status").read_text()
-        except (OSError, AttributeError):
-            return
-        for line in status.splitlines():
-            if line.startswith("VmHWM:"):
-                self.peak_memory_kb = max(self.peak_memory_kb, int(line.split()[1]))
+        if self.proc is not None:
+            self.peak_memory_kb = max(self.peak_memory_kb, self.sandbox.peak_memory_kb(self.proc.pid))
+
+    def interrupt(self) -> None:
+        """Ask the kernel to interrupt the running cell (a message: signals do not cross the sandbox)."""
+        self.client.control_channel.send(self.client.session.msg("interrupt_request", {}))
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -207,7 +209,10 @@ class Kernel:
         if self.proc.poll() is None:
             return False
         if not self.death:
-            self.death = _death(self.proc.returncode)
+            self.death = _death(self.proc.returncode, wrapped=self.sandbox.mode != TRUSTED)
+            if self.sandbox.cgroup is not None and self.sandbox.cgroup.oom_killed():
+                self.death = "the kernel ran out of memory (its sandbox may use " \
+                             f"{MEMORY_LIMIT_GIB:g} GiB in all) and was stopped"
         return True
 
     # -- running code ---------------------------------------------------------------------
@@ -234,7 +239,7 @@ class Kernel:
                     run.status = DIED
                     break
                 self._read_peak_memory()
-                os.kill(self.proc.pid, signal.SIGINT)
+                self.interrupt()
                 interrupted, deadline = True, time.monotonic() + INTERRUPT_GRACE
             try:
                 msg = self.client.get_iopub_msg(timeout=POLL)

@@ -1,38 +1,39 @@
-"""Where a learner's kernel runs: a throw-away folder, limits, and (as root) its own user.
+"""Where a learner's kernel runs: a throw-away folder inside a bubblewrap sandbox.
 
 Every kernel gets a fresh folder holding a copy of what a notebook needs -- the course
 library ``prenorm_lib`` and the experiment records ``results/`` -- taken as bytes once,
 before any learner code ran (``CourseFiles``), so a submission that rewrites its copy
-changes nothing for the next one. The kernel imports that copy (``PYTHONPATH``), runs
-with the folder as its home and working folder, a short list of environment
-variables, and resource limits (CPU time, memory, file size, open files).
+changes nothing for the next one.
 
-Isolation, chosen by ``isolation()``:
+Confinement is bubblewrap's (``bwrap``), not ours. Each kernel runs in new network, pid,
+IPC, UTS and mount namespaces (``--unshare-net --unshare-pid ...``), dies with the
+grader (``--die-with-parent``), and sees only: the system's ``/usr`` (read-only), the
+interpreter and its virtual environment (read-only, without the course tree around
+them), a private ``/tmp`` and ``/dev/shm`` (size-limited memory folders), its own
+``/proc`` and a minimal ``/dev``, and its folder (the only place it can write). It
+cannot see the course's notebooks, the grader, the submissions or another kernel; it
+has no network (not even the host's loopback); when the kernel stops, bubblewrap's pid
+namespace ends and every process the learner started ends with it.
 
-* ``strict`` -- root on Linux (CI, a grading server, a VM). The kernel runs as a fresh
-  unprivileged user in a private mount namespace (see :mod:`jail`): it cannot write to
-  the course, the Python installation or another submission, cannot read the other
-  submissions, and everything it writes lives in a size-limited memory folder that
-  disappears with it. Its leftover processes are killed by user id.
-* ``user`` -- root where namespaces are refused (an unprivileged container): the same
-  fresh unprivileged user, in its own folder (mode 700); it can still read what any
-  user may read and write to the shared ``/tmp``, but nothing of the course or of
-  another submission. Needs a Python installation that any user may run.
-* ``plain`` -- anyone else (a teacher's laptop, macOS). The kernel has the grader's own
-  file permissions: it *could* write wherever the teacher can. ``TreeGuard`` therefore
-  keeps the course tree, the library and the submissions, byte for byte, compares after
-  each notebook, puts back every changed byte and names the submissions that ran
-  meanwhile. Verdicts are unaffected either way: they are computed in the grader, whose
-  checkers were imported before any learner code ran, and each kernel gets a pristine
-  copy of the library. For untrusted submissions, grade as root (in a VM or container).
+As root the learner's code runs as a fresh unprivileged user (``setpriv`` inside the
+sandbox, every capability dropped, ``no_new_privs``); as anyone else bubblewrap makes a
+user namespace and the kernel runs as that user.
+
+Limits on the whole sandbox: where a cgroup can be made (root, cgroup v1 or v2), one
+per kernel caps the memory of all its processes together (``MEMORY_BYTES``, memory
+folders included) and their number (``MAX_PROCESSES``). Without one, the limits are
+per process (``prlimit``: address space, CPU time, file size, open files; as root also
+the number of processes of the kernel's own user) and ``confinement()`` says so.
+
+No silent fallback: if bubblewrap cannot start a kernel here, ``confinement()`` raises
+unless the teacher asked for ``trusted`` mode, which runs the kernel as a plain child
+process and is printed as such in every report.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
-import json
 import os
 import secrets
 import shutil
@@ -40,20 +41,20 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import prenorm_lib
 
-JAIL = Path(__file__).with_name("jail.py")
-STRICT, USER, PLAIN = "strict", "user", "plain"
-ISOLATION_ENV = "PRENORM_ISOLATION"  # "strict", "user", "plain" or unset (the strongest that works)
-MEMORY_BYTES = 6 * 2**30  # address space of a kernel
-CPU_SECONDS = 900  # CPU time of a kernel over its whole life
+CONFINED, TRUSTED = "bubblewrap", "trusted"
+MEMORY_BYTES = 6 * 2**30  # all processes of a kernel together (cgroup), or each one's address space
+MAX_PROCESSES = 256  # processes (and threads) of a kernel
+CPU_SECONDS = 900  # CPU time of a kernel process over its whole life
 FILE_BYTES = 256 * 2**20  # largest file a kernel may write
-TMP_BYTES = 512 * 2**20  # strict: its memory folders
-KERNEL_UID_BASE = 0x70000000  # strict: fresh user ids, far from any real account
+TMP_BYTES = 512 * 2**20  # its private /tmp, and its /dev/shm
+KERNEL_UID_BASE = 0x70000000  # as root: fresh user ids, far from any real account
+CGROUP_ROOTS = (Path("/sys/fs/cgroup"),)  # v2 (unified) or v1 (memory/ and pids/ below it)
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
               "ATEN_CPU_CAPABILITY", "CUDA_VISIBLE_DEVICES", "PYTHONHASHSEED")
 SKIPPED_DIRS = {".git", ".venv", "venv", "__pycache__", ".ipynb_checkpoints", "_site", "node_modules",
@@ -102,52 +103,109 @@ def _seed_font_cache(folder: Path) -> None:
         shutil.copyfile(path, folder / path.name)
 
 
-def _root_on_linux() -> bool:
-    return sys.platform == "linux" and hasattr(os, "geteuid") and os.geteuid() == 0
+def _root() -> bool:
+    return sys.platform == "linux" and os.geteuid() == 0
 
 
-@functools.cache
-def _probe(mode: str) -> str:
-    """"" if a jailed Python can start here in ``mode``, else why not."""
-    sandbox = Sandbox.create(mode, CourseFiles())
-    command = [sys.executable, "-c", "import ipykernel, zmq"]
-    try:
-        proc = subprocess.run(sandbox.command(command, hide=[]), capture_output=True, text=True, timeout=120,
-                              env=kernel_env(sandbox.workdir))
-    except (OSError, subprocess.SubprocessError) as exc:
-        return str(exc)
-    finally:
-        sandbox.remove()
-    return "" if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["failed"])[-1]
+class ConfinementUnavailable(RuntimeError):
+    """bubblewrap cannot confine a kernel here, and trusted mode was not asked for."""
 
 
-def isolation() -> tuple[str, str]:
-    """(mode, why): the strongest mode that works here; ``PRENORM_ISOLATION`` asks for one."""
-    wanted = os.environ.get(ISOLATION_ENV, "").strip().lower()
-    if wanted == PLAIN:
-        return PLAIN, f"{ISOLATION_ENV}=plain"
-    reasons = []
-    for mode, why in ((STRICT, "each kernel runs as its own unprivileged user in a private mount namespace"),
-                      (USER, "each kernel runs as its own unprivileged user")):
-        if wanted and wanted != mode:
+@dataclass(frozen=True)
+class Confinement:
+    """How kernels run in this grading run: ``mode`` (CONFINED or TRUSTED) and in words, for reports."""
+
+    mode: str
+    how: str
+
+
+def _cgroup_base() -> tuple[str, list[Path]] | None:
+    """("v2", [dir]) or ("v1", [memory dir, pids dir]) where this process may make cgroups; else None."""
+    if not _root():
+        return None
+    for top in CGROUP_ROOTS:
+        controllers = top / "cgroup.controllers"
+        if controllers.is_file():
+            if {"memory", "pids"} <= set(controllers.read_text().split()) and os.access(top, os.W_OK):
+                return "v2", [top]
             continue
-        problem = _probe(mode) if _root_on_linux() else "not root on Linux"
-        if not problem:
-            return mode, why
-        reasons.append(f"{mode}: {problem}")
-    if wanted:
-        raise RuntimeError(f"{wanted} isolation is not available here ({'; '.join(reasons)})")
-    return PLAIN, "; ".join(reasons)
+        bases = [top / "memory", top / "pids"]
+        if all(b.is_dir() and os.access(b, os.W_OK) for b in bases):
+            return "v1", bases
+    return None
 
 
-_uids = itertools.count()
-_uid_lock = threading.Lock()
+@dataclass
+class Cgroup:
+    """One kernel's cgroup(s): all its processes together get MEMORY_BYTES and MAX_PROCESSES."""
 
+    version: str
+    dirs: list[Path]
 
-def next_uid() -> int:
-    """A fresh user id for one kernel (strict mode), unique within this grading run."""
-    with _uid_lock:
-        return KERNEL_UID_BASE + (os.getpid() % 4096) * 4096 + next(_uids) % 4096
+    @classmethod
+    def make(cls, name: str) -> Cgroup | None:
+        base = _cgroup_base()
+        if base is None:
+            return None
+        version, tops = base
+        dirs = [top / name for top in tops]
+        try:
+            for folder in dirs:
+                folder.mkdir()
+            if version == "v2":
+                (dirs[0] / "memory.max").write_text(str(MEMORY_BYTES))
+                with contextlib.suppress(OSError):
+                    (dirs[0] / "memory.swap.max").write_text("0")
+                (dirs[0] / "pids.max").write_text(str(MAX_PROCESSES))
+            else:
+                (dirs[0] / "memory.limit_in_bytes").write_text(str(MEMORY_BYTES))
+                with contextlib.suppress(OSError):
+                    (dirs[0] / "memory.memsw.limit_in_bytes").write_text(str(MEMORY_BYTES))
+                (dirs[1] / "pids.max").write_text(str(MAX_PROCESSES))
+        except OSError:
+            cls(version, dirs).remove()
+            return None
+        return cls(version, dirs)
+
+    def procs(self) -> list[Path]:
+        return [folder / "cgroup.procs" for folder in self.dirs]
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for path in self.procs():
+            with contextlib.suppress(OSError, ValueError):
+                found |= {int(line) for line in path.read_text().split()}
+        return found
+
+    def peak_kb(self) -> int:
+        name = "memory.peak" if self.version == "v2" else "memory.max_usage_in_bytes"
+        try:
+            return int((self.dirs[0] / name).read_text()) // 1024
+        except (OSError, ValueError):
+            return 0
+
+    def oom_killed(self) -> bool:
+        """The kernel's memory ran out (the cgroup's limit was reached and a process was killed)."""
+        try:
+            if self.version == "v2":
+                events = dict(line.split() for line in (self.dirs[0] / "memory.events").read_text().splitlines())
+                return int(events.get("oom_kill", 0)) > 0
+            return int((self.dirs[0] / "memory.failcnt").read_text()) > 0
+        except (OSError, ValueError):
+            return False
+
+    def remove(self) -> None:
+        for _ in range(50):
+            pids = self.pids()
+            if not pids:
+                break
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
+        for folder in self.dirs:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def kernel_env(workdir: Path) -> dict[str, str]:
@@ -159,42 +217,152 @@ def kernel_env(workdir: Path) -> dict[str, str]:
         "MPLCONFIGDIR": str(home / ".matplotlib"), "IPYTHONDIR": str(home / ".ipython"),
         "JUPYTER_CONFIG_DIR": str(home / ".jupyter"), "JUPYTER_DATA_DIR": str(home / ".jupyter-data"),
         "JUPYTER_RUNTIME_DIR": str(workdir / "tmp"), "PYTHONDONTWRITEBYTECODE": "1",
-        "JUPYTER_PLATFORM_DIRS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        "JUPYTER_PLATFORM_DIRS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1", "USER": "learner",
+        "LOGNAME": "learner",
     })
     return env
 
 
-def _needed_paths() -> list[str]:
-    """What the kernel's Python must reach: the interpreter, its prefixes and import path."""
-    paths = {sys.executable, os.path.realpath(sys.executable), sys.prefix, sys.base_prefix, sys.exec_prefix}
-    paths |= {p for p in sys.path if p and os.path.exists(p)}
-    return sorted(paths)
+def interpreter_paths() -> list[Path]:
+    """What the kernel's Python must read: the interpreter, its installation and the virtual environment.
+
+    Entries of ``sys.path`` outside these (the course root under ``python -m``, an editable
+    install's source folder) are *not* shown to the kernel: it imports the copy of the
+    library in its own folder.
+    """
+    tops = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    tops.add(Path(os.path.realpath(sys.executable)).parent.parent)
+    kept: list[Path] = []
+    for top in sorted(tops, key=lambda t: len(t.parts)):
+        if top == Path("/usr") or Path("/usr") in top.parents:
+            continue  # /usr is shown whole
+        if not any(k == top or k in top.parents for k in kept):
+            kept.append(top)
+    return kept
 
 
-def jail_spec(mode: str, stage: Path, workdir: Path, uid: int, hide: list[Path]) -> dict:
-    limits = {"RLIMIT_CPU": CPU_SECONDS, "RLIMIT_AS": MEMORY_BYTES, "RLIMIT_FSIZE": FILE_BYTES,
-              "RLIMIT_NOFILE": 1024, "RLIMIT_CORE": 0}
-    needed = [Path(p).resolve() for p in _needed_paths()]
-    safe_hide = [str(h) for h in hide if not any(n == h.resolve() or h.resolve() in n.parents for n in needed)]
-    return {
-        "mode": mode, "stage": str(stage), "workdir": str(workdir), "cwd": str(workdir / "course" / "notebooks"),
-        "uid": uid, "expose": [str(p) for p in needed], "hide": safe_hide, "tmp_bytes": TMP_BYTES,
-        "nproc": 256, "limits": limits,
-    }
+def _system_binds() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    for name in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "alternatives", "nsswitch.conf"):
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return args
 
 
-def jail_command(spec: dict) -> list[str]:
-    return [sys.executable, "-I", "-S", str(JAIL), json.dumps(spec), "--"]
+def _limits(cgroup: Cgroup | None, uid: int | None) -> list[str]:
+    prlimit = shutil.which("prlimit") or "/usr/bin/prlimit"
+    args = [prlimit, f"--cpu={CPU_SECONDS}", f"--fsize={FILE_BYTES}", "--nofile=1024", "--core=0",
+            f"--as={MEMORY_BYTES}"]
+    if cgroup is None and uid is not None:  # the kernel's own user: the count of its processes is the sandbox's
+        args.append(f"--nproc={MAX_PROCESSES}")
+    return [*args, "--"]
+
+
+def bwrap_command(stage: Path, uid: int | None, kernel_command: list[str]) -> list[str]:
+    """bubblewrap around ``kernel_command``: namespaces, a read-only system, ``stage`` the only writable folder."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise ConfinementUnavailable("bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)")
+    args = [bwrap, "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--hostname", "learner"]
+    if uid is None:  # not root: a user namespace gives bubblewrap the right to make the others
+        args.append("--unshare-user")
+    args += _system_binds()
+    made: set[Path] = set()
+    for path in interpreter_paths():
+        for parent in reversed(path.parents[:-1]):  # as root bubblewrap would make them 0700: unreachable
+            if parent not in made:
+                args += ["--perms", "0755", "--dir", str(parent)]
+                made.add(parent)
+        args += ["--ro-bind", str(path), str(path)]
+    args += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
+             "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/dev/shm",
+             "--bind", str(stage), str(stage), "--chdir", str(stage)]
+    if uid is not None:  # root: bubblewrap sets the sandbox up, then the learner's code runs as ``uid``
+        setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+        args += ["--", setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+                 "--bounding-set=-all", "--no-new-privs"]
+    else:
+        args.append("--")
+    return [*args, *kernel_command]
+
+
+@functools.cache
+def _probe() -> str:
+    """"" if bubblewrap can start the kernel's Python here, else why not."""
+    sandbox = Sandbox.create(CONFINED, CourseFiles())
+    try:
+        command = sandbox.command([sys.executable, "-c", "import ipykernel, zmq"])
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=120, env=kernel_env(sandbox.workdir))
+    except ConfinementUnavailable as exc:
+        return str(exc)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bubblewrap did not run: {exc}"
+    finally:
+        sandbox.remove()
+    if proc.returncode == 0:
+        return ""
+    return "bubblewrap could not start Python: " + ((proc.stderr.strip().splitlines() or ["failed"])[-1])
+
+
+def confinement(trusted: bool = False) -> Confinement:
+    """How kernels will run: in bubblewrap, or (only when asked for) trusted, with no confinement.
+
+    Raises ConfinementUnavailable if bubblewrap does not work here and ``trusted`` is false.
+    """
+    if trusted:
+        return Confinement(TRUSTED, "trusted: NOT confined -- learner code ran with the grader's own rights "
+                                    "(--trusted was given)")
+    problem = _probe()
+    if problem:
+        raise ConfinementUnavailable(f"cannot confine learner code: {problem}. Install bubblewrap (and allow user "
+                                     "namespaces, or run as root), or pass --trusted to run learner code "
+                                     "unconfined (for your own notebooks only)")
+    who = "a fresh unprivileged user" if _root() else "the grader's user in a user namespace"
+    base = _cgroup_base()
+    limits = (f"a {base[0]} cgroup per kernel: {MEMORY_BYTES // 2**30} GiB of memory and {MAX_PROCESSES} "
+              "processes in all" if base else
+              f"no cgroup here: {MEMORY_BYTES // 2**30} GiB address space per process"
+              + (f", {MAX_PROCESSES} processes (its own user)" if _root() else ""))
+    return Confinement(CONFINED, f"bubblewrap: no network, own pid/IPC/mount namespaces, read-only system, "
+                                 f"as {who}; {limits}; private /tmp and /dev/shm of {TMP_BYTES // 2**20} MiB each")
+
+
+_used_uids: set[int] = set()
+
+
+def fresh_uid() -> int:
+    """An unused user id for one kernel (as root): random among 2**24, none of whose processes is running."""
+    running = set()
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError, StopIteration, ValueError, IndexError):
+            line = next(x for x in status.read_text().splitlines() if x.startswith("Uid:"))
+            running.add(int(line.split()[1]))
+    while True:
+        uid = KERNEL_UID_BASE + secrets.randbelow(2**24)
+        if uid not in running and uid not in _used_uids:
+            _used_uids.add(uid)
+            return uid
 
 
 @dataclass
 class Sandbox:
-    """One kernel's folder: staged here, used in place (plain) or copied into its namespace (strict)."""
+    """One kernel's folder, its user (as root) and its cgroup; ``command`` wraps a kernel command."""
 
     mode: str
     stage: Path
-    workdir: Path
     uid: int | None
+    cgroup: Cgroup | None = None
+
+    @property
+    def workdir(self) -> Path:
+        return self.stage
 
     @classmethod
     def create(cls, mode: str, course: CourseFiles) -> Sandbox:
@@ -204,81 +372,66 @@ class Sandbox:
         for sub in ("course/notebooks", "home/.matplotlib", "tmp"):
             (stage / sub).mkdir(parents=True, exist_ok=True)
         _seed_font_cache(stage / "home" / ".matplotlib")
-        if mode == STRICT:  # copied into the kernel's own memory file system by the jail
-            sandbox = cls(mode, stage, Path("/tmp") / f"prenorm-{secrets.token_hex(4)}", next_uid())
-        else:
-            sandbox = cls(mode, stage, stage, next_uid() if mode == USER else None)
+        confined_root = mode == CONFINED and _root()
+        sandbox = cls(mode, stage, fresh_uid() if confined_root else None)
+        if confined_root:
+            sandbox.cgroup = Cgroup.make(f"prenorm-{stage.name}")
         sandbox.own()
         return sandbox
 
     def own(self) -> None:
-        """User mode: the staging folder becomes the kernel user's own (it works in it)."""
-        if self.mode != USER:
+        """As root: the folder becomes the kernel user's own (it works in it; nothing else is writable)."""
+        if self.uid is None:
             return
         for folder, dirs, files in os.walk(self.stage):
             os.chown(folder, self.uid, self.uid)
             for name in dirs + files:
                 os.lchown(os.path.join(folder, name), self.uid, self.uid)
 
-    def command(self, kernel_command: list[str], hide: list[Path]) -> list[str]:
-        spec = jail_spec(self.mode, self.stage, self.workdir, self.uid or 0, hide)
-        return [*jail_command(spec), *kernel_command]
+    def command(self, kernel_command: list[str]) -> list[str]:
+        limits = _limits(self.cgroup, self.uid)
+        if self.mode == TRUSTED:
+            return [*limits, *kernel_command]
+        command = [*limits, *bwrap_command(self.stage, self.uid, kernel_command)]
+        if self.cgroup is not None:  # enter the cgroup(s) before anything else starts
+            procs = [str(p) for p in self.cgroup.procs()]
+            enter = 'for p; do [ "$p" = -- ] && break; echo $$ > "$p" || exit 125; shift; done; shift; exec "$@"'
+            command = ["/bin/sh", "-c", enter, "sh", *procs, "--", *command]
+        return command
 
-    def kill_leftovers(self) -> None:
-        """Strict mode: end every process still running under this kernel's user id."""
-        if self.uid is None:
-            return
-        for status in Path("/proc").glob("[0-9]*/status"):
-            try:
-                uid_line = next(line for line in status.read_text().splitlines() if line.startswith("Uid:"))
-            except (OSError, StopIteration):
-                continue
-            if int(uid_line.split()[1]) == self.uid:
-                with contextlib.suppress(OSError):
-                    os.kill(int(status.parent.name), signal.SIGKILL)
+    def peak_memory_kb(self, pid: int | None) -> int:
+        """The most memory the kernel held: its cgroup's peak, else the largest peak of its processes."""
+        if self.cgroup is not None:
+            peak = self.cgroup.peak_kb()
+            if peak:
+                return peak
+        return max((_hwm_kb(p) for p in _descendants(pid)), default=0) if pid else 0
 
     def remove(self) -> None:
-        self.kill_leftovers()
+        if self.cgroup is not None:
+            self.cgroup.remove()
         shutil.rmtree(self.stage, ignore_errors=True)
 
 
-def _walk(top: Path):
-    if top.is_file():
-        yield top
-        return
-    for folder, dirs, files in os.walk(top):
-        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
-        for name in files:
-            yield Path(folder) / name
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += children.get(current, [])
+    return found
 
 
-class TreeGuard:
-    """Plain mode: the course tree and the submissions, byte for byte, to compare and restore."""
-
-    def __init__(self, tops: list[Path]):
-        self.tops = [Path(t).resolve() for t in tops]
-        self.saved = self._read()
-
-    def _read(self) -> dict[Path, bytes]:
-        found: dict[Path, bytes] = {}
-        for top in self.tops:
-            for path in _walk(top):
-                try:
-                    found[path] = path.read_bytes()
-                except OSError:
-                    continue
-        return found
-
-    def restore(self) -> list[str]:
-        """Put back what changed since the guard was made; the paths that had changed."""
-        now = self._read()
-        changed = []
-        for path, data in self.saved.items():
-            if now.get(path) != data:
-                changed.append(str(path))
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(data)
-        for path in set(now) - set(self.saved):
-            changed.append(str(path))
-            path.unlink(missing_ok=True)
-        return sorted(changed)
+def _hwm_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0

@@ -39,7 +39,7 @@ from prenorm_course.exercises.markers import (
     validate_solution,
 )
 from prenorm_course.exercises.paths import exercise_dir, repo_root, solution_notebooks
-from prenorm_course.exercises.sandbox import CourseFiles, isolation
+from prenorm_course.exercises.sandbox import Confinement, CourseFiles, confinement
 
 
 @dataclass
@@ -87,7 +87,7 @@ def _unfilled_problem(result: CheckResult) -> str:
 
 
 def verify_notebook(solution_path: Path, root: Path, timeout: float, course: CourseFiles | None = None,
-                    mode: str | None = None) -> NotebookVerdict:
+                    confined: Confinement | None = None) -> NotebookVerdict:
     """Steps 2 and 3 for one notebook."""
     name = solution_path.name
     start = time.perf_counter()
@@ -95,7 +95,7 @@ def verify_notebook(solution_path: Path, root: Path, timeout: float, course: Cou
         solution = read_notebook(solution_path)
         exercises = validate_solution(solution, name)
         scaffold = read_notebook(exercise_dir(root) / name)
-        options = {"course": course, "mode": mode}
+        options = {"course": course, "confined": confined}
         unfilled = check_notebook(scaffold, name, root, timeout, inline_checks=True, **options)
         problem = _unfilled_problem(unfilled)
         if problem:
@@ -116,6 +116,7 @@ def verify(
     timeout: float = DEFAULT_TIMEOUT,
     jobs: int = 2,
     emit: Callable[[str], None] = print,
+    trusted: bool = False,
 ) -> bool:
     """Run all checks, print one line per notebook and ``N passed, M failed``; True if all passed."""
     root = repo_root(root)
@@ -136,9 +137,10 @@ def verify(
         emit(f"FAIL  {message} — run `python -m prenorm_course.exercises build`")
         failed += 1
     runnable = [p for p in notebooks if p.name not in stale_names]
-    course, mode = CourseFiles.take(root), isolation()[0]
+    course, confined = CourseFiles.take(root), confinement(trusted)
+    emit(f"learner code runs {confined.how}")
     with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
-        for verdict in pool.map(lambda p: verify_notebook(p, root, timeout, course, mode), runnable):
+        for verdict in pool.map(lambda p: verify_notebook(p, root, timeout, course, confined), runnable):
             emit(f"{'ok  ' if verdict.ok else 'FAIL'}  {verdict.name}: {verdict.message}")
             passed += verdict.ok
             failed += not verdict.ok
