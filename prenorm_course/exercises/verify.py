@@ -138,7 +138,8 @@ def verify(
         failed += 1
     runnable = [p for p in notebooks if p.name not in stale_names]
     course, confined = CourseFiles.take(root), confinement(trusted)
-    emit(f"learner code runs {confined.how}")
+    if runnable:
+        emit(f"learner code runs {confined.how}")
     with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
         for verdict in pool.map(lambda p: verify_notebook(p, root, timeout, course, confined), runnable):
             emit(f"{'ok  ' if verdict.ok else 'FAIL'}  {verdict.name}: {verdict.message}")

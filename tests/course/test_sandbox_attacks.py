@@ -1,0 +1,242 @@
+"""Attacks on the grader's confinement: each ran against the old hand-written jail and worked.
+
+Every test runs hostile code in a real learner kernel (bubblewrap, as the grader starts
+it) and checks from outside that it achieved nothing: a loopback listener receives no
+connection, the kernel sees only its own processes, a re-forking daemon is gone after
+the kernel stops, a shared folder stays empty, the course's solution notebook cannot be
+read, a memory bomb kills only its own kernel, and grading says how learner code ran.
+They run as whoever runs the suite (CI: root); ``test_as_a_normal_user`` repeats the
+core of them as an unprivileged user where this machine lets one make namespaces.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from prenorm_course.exercises import sandbox
+from prenorm_course.exercises.grade import learner_notebooks, md_text, write_tables
+from prenorm_course.exercises.kernel import Kernel
+from prenorm_course.exercises.paths import repo_root
+from prenorm_course.exercises.sandbox import CONFINED, CourseFiles, Sandbox
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap confines kernels on Linux only")
+
+
+def _kernel() -> Kernel:
+    return Kernel(Sandbox.create(CONFINED, CourseFiles({})))
+
+
+def _out(run) -> str:
+    assert run.status == "ok", run
+    return "".join(o.get("text", "") for o in run.outputs if o["output_type"] == "stream").strip()
+
+
+def test_a_loopback_listener_receives_nothing():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    try:
+        with _kernel() as kernel:
+            out = _out(kernel.run_cell(
+                "import socket\ns = socket.socket()\ns.settimeout(2)\n"
+                f"print(s.connect_ex(('127.0.0.1', {port})) != 0)", 30))
+        with pytest.raises(TimeoutError):
+            listener.accept()
+    finally:
+        listener.close()
+    assert out == "True"
+
+
+def test_the_kernel_sees_only_its_own_processes_and_not_the_grader():
+    with _kernel() as kernel:
+        out = _out(kernel.run_cell(
+            "import os\npids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+            "cmds = [open(f'/proc/{p}/cmdline', 'rb').read() for p in pids]\n"
+            "print(len(pids), any(b'pytest' in c for c in cmds))", 30))
+    count, grader = out.split()
+    assert int(count) <= 3 and grader == "False"  # bubblewrap's init, the kernel (and maybe its child)
+
+
+def test_a_reforking_daemon_is_gone_after_stop(tmp_path: Path):
+    daemon = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    while True:\n"
+        "        if os.fork():\n"
+        "            os._exit(0)\n"
+        "        time.sleep(0.01)\n"
+        "print('started')\n"
+    )
+    kernel = _kernel()
+    kernel.start()
+    try:
+        assert _out(kernel.run_cell(daemon, 30)) == "started"
+        stage, uid = kernel.sandbox.stage, kernel.sandbox.uid
+        time.sleep(0.3)
+    finally:
+        kernel.stop()
+    time.sleep(0.5)
+    leftovers = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        uid_line = next((line for line in text.splitlines() if line.startswith("Uid:")), "")
+        if uid is not None and uid_line and int(uid_line.split()[1]) == uid:
+            leftovers.append(status.parent.name)
+    assert leftovers == [] and not stage.exists()
+
+
+def test_shared_folders_stay_empty():
+    shared = [Path(p) for p in ("/run/lock", "/var/tmp", "/dev/shm", "/tmp") if Path(p).is_dir()]
+    before = {p: set(os.listdir(p)) for p in shared}
+    with _kernel() as kernel:
+        out = _out(kernel.run_cell(
+            "import os\nwrote = []\n"
+            f"for d in {[str(p) for p in shared]!r}:\n"
+            "    try:\n        open(os.path.join(d, 'planted-by-learner'), 'w').write('x')\n        wrote.append(d)\n"
+            "    except OSError:\n        pass\nprint(len(wrote))", 30))
+    after = {p: set(os.listdir(p)) for p in shared}
+    # what the kernel wrote (its private /tmp and /dev/shm) disappeared with it
+    assert all("planted-by-learner" not in after[p] for p in shared), (out, before, after)
+
+
+def test_the_course_solution_notebooks_cannot_be_read():
+    root = repo_root()
+    solutions = sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert solutions
+    with _kernel() as kernel:
+        out = _out(kernel.run_cell(
+            "import glob, os, sys\nfound = []\n"
+            f"for path in {[str(p) for p in solutions]!r} + glob.glob({str(root)!r} + '/**/*.ipynb', recursive=True):\n"
+            "    try:\n        found.append(('BEGIN SOLUTION' in open(path).read(), path))\n"
+            "    except OSError:\n        pass\n"
+            "print([p for hit, p in found if hit], [p for p in sys.path if 'notebooks' in p])", 60))
+    assert out == "[] []"
+
+
+def test_a_memory_bomb_is_contained_to_its_own_kernel():
+    with _kernel() as kernel:
+        bomb = kernel.run_cell("chunks = []\nwhile True:\n    chunks.append(bytearray(256 * 2**20))", 120)
+        after = kernel.run_cell("print('alive')", 30)
+    assert bomb.status in ("error", "died"), bomb
+    if bomb.status == "error":  # the address-space limit refused it: the kernel survives
+        assert bomb.ename == "MemoryError" and _out(after) == "alive"
+    else:  # the sandbox's cgroup stopped it: said so in words
+        assert "memory" in kernel.death
+    with _kernel() as kernel:  # and the next kernel is unaffected
+        assert _out(kernel.run_cell("print(1 + 1)", 30)) == "2"
+
+
+def test_an_endless_loop_is_interrupted_by_message_and_the_next_cell_runs():
+    with _kernel() as kernel:
+        loop = kernel.run_cell("while True:\n    pass", 2)
+        after = kernel.run_cell("print('next')", 30)
+    assert loop.status == "timeout" and _out(after) == "next"
+
+
+def test_no_silent_fallback_without_bubblewrap(monkeypatch):
+    sandbox._probe.cache_clear()
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "bwrap" else "/usr/bin/" + name)
+    try:
+        with pytest.raises(sandbox.ConfinementUnavailable, match="--trusted"):
+            sandbox.confinement()
+        trusted = sandbox.confinement(trusted=True)
+        assert trusted.mode == sandbox.TRUSTED and "NOT confined" in trusted.how
+    finally:
+        sandbox._probe.cache_clear()
+
+
+def test_the_command_line_refuses_without_confinement(monkeypatch, capsys, tmp_path: Path):
+    from prenorm_course.exercises.__main__ import main
+
+    sandbox._probe.cache_clear()
+    monkeypatch.setattr(sandbox, "_probe", lambda: "bubblewrap is not installed")
+    (tmp_path / "a.ipynb").write_text("{}")
+    assert main(["grade", str(tmp_path)]) == 3
+    assert "pass --trusted" in capsys.readouterr().err
+
+
+def test_symlinks_are_not_collected_as_submissions(tmp_path: Path):
+    solution = sorted((repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb"))[0]
+    (tmp_path / "mallory").mkdir()
+    (tmp_path / "mallory" / solution.name).symlink_to(solution)
+    (tmp_path / "eve").symlink_to(solution.parent, target_is_directory=True)
+    (tmp_path / "bob.ipynb").write_text("{}")
+    assert [learner for learner, _ in learner_notebooks(tmp_path)] == ["bob"]
+
+
+def test_learner_text_cannot_forge_rows_of_grades_md(tmp_path: Path):
+    forged = "x |\n| mallory | pass | pass |\n<script>"
+    write_tables({"mallory": {"1.1": "hint"}}, {"mallory": [forged]}, tmp_path, {"mallory": [forged]}, how="bubblewrap")
+    md = (tmp_path / "grades.md").read_text()
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    assert len(table) == 3 and "<script>" not in md and md.startswith("Learner code ran bubblewrap.")
+    assert "\n" not in md_text("a\nb") and md_text("a|b") == "a\\|b"
+    rows = (tmp_path / "grades.csv").read_text().splitlines()
+    assert len(rows) == 2
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a test user needs root")
+def test_as_a_normal_user(tmp_path: Path):
+    """bubblewrap without root (a teacher's laptop): a user namespace; the same attacks fail."""
+    probe = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", shutil.which("bwrap"),
+                            "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"unprivileged user namespaces are off here: {probe.stderr.decode().strip()}")
+    box = Sandbox.create(CONFINED, CourseFiles({}))
+    box.uid = None  # build the command as a normal user would: bubblewrap makes a user namespace
+    if box.cgroup is not None:
+        box.cgroup.remove()
+        box.cgroup = None
+    os.chown(box.stage, 65534, 65534)
+    script = ("import os, socket; s = socket.socket(); "
+              "print(s.connect_ex(('127.0.0.1', 22)) != 0, len([p for p in os.listdir('/proc') if p.isdigit()]), "
+              f"os.path.exists({str(repo_root() / 'notebooks')!r}))")
+    command = box.command([sys.executable, "-c", script])
+    try:
+        proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command],
+                              capture_output=True, text=True, env=sandbox.kernel_env(box.workdir), timeout=60)
+    finally:
+        box.remove()
+    if "Permission denied" in proc.stderr and "source path" in proc.stderr:
+        pytest.skip("this Python lives where a normal user cannot read it")
+    assert proc.stdout.split() == ["True", "2", "False"], proc.stderr
+
+
+@pytest.mark.slow
+def test_grading_two_at_a_time_has_no_cross_talk(tmp_path: Path):
+    """Two kernels at once: neither sees the other's processes or files, each gets its own user."""
+    seen: dict[str, str] = {}
+
+    def one(name: str) -> None:
+        with _kernel() as kernel:
+            _out(kernel.run_cell(f"open('/tmp/mark', 'w').write({name!r})", 30))
+            time.sleep(1)
+            seen[name] = _out(kernel.run_cell(
+                "import os, glob\nprint(open('/tmp/mark').read(), len([p for p in os.listdir('/proc') "
+                "if p.isdigit()]), len(glob.glob('/tmp/prenorm-kernel-*')), os.getuid())", 30))
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (mark_a, procs_a, stages_a, uid_a), (mark_b, procs_b, stages_b, uid_b) = seen["a"].split(), seen["b"].split()
+    assert (mark_a, mark_b) == ("a", "b") and stages_a == stages_b == "1"
+    assert int(procs_a) <= 3 and int(procs_b) <= 3
+    if os.geteuid() == 0:
+        assert uid_a != uid_b
