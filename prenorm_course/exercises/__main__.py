@@ -66,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    sys.dont_write_bytecode = True  # no bytecode of ours is written where a kernel could have left some
     args = _parser().parse_args(argv)
     try:
         root = repo_root(args.root)
