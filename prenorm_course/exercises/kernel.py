@@ -1,37 +1,42 @@
 """One learner's kernel: start it in its sandbox, run cells, send check requests, stop it.
 
-The grader talks to an ordinary IPython kernel (the learner's code behaves as in
-JupyterLab: widgets, displays, magics) through jupyter_client, but:
+The kernel is an ordinary IPython kernel (the learner's code behaves as in JupyterLab:
+widgets, displays, magics), started and driven by the Jupyter libraries:
+``jupyter_client``'s ``AsyncKernelManager`` starts it from a kernel spec whose command
+is the kernel wrapped in bubblewrap (:mod:`sandbox`), with ``ipc`` transport (Unix
+sockets in the kernel's own folder: the sandbox has no network) and ``interrupt_mode``
+"message"; ``nbclient``'s ``NotebookClient`` runs each cell (outputs as nbformat, a
+time limit with an interrupt past it, a dead kernel noticed). What is ours:
 
-* the kernel is started inside bubblewrap (:mod:`sandbox`) with an environment made
-  here, in a throw-away folder; it talks over Unix sockets in that folder (``ipc``
-  transport: the sandbox has no network, and no other local process can reach it);
-* every cell has a time limit; past it the kernel is interrupted by a message on its
-  control channel, and if it does not stop, killed with its whole sandbox. A kernel
-  that exits (``exit()``, ``os._exit``, a crash, a memory or
-  CPU limit) is noticed at once and reported in words (``death``);
+* a cell that does not stop within ``INTERRUPT_GRACE`` after the interrupt gets its
+  kernel killed, with its whole sandbox; a kernel that exits (``exit()``,
+  ``os._exit``, a crash, a memory or CPU limit) is reported in words (``death``);
 * what comes back is bounded: messages over ``MAX_MESSAGE_BYTES`` are dropped by ZeroMQ,
-  and a cell's stored output is capped;
-* ``rpc`` runs one agent request and returns the one reply that carries its nonce.
+  and a cell's stored output is capped (``MAX_OUTPUT_CHARS``);
+* ``rpc`` runs one agent request and returns the one reply that carries its nonce;
+* the kernel's peak memory, read from its sandbox.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
-import os
-import queue
-import secrets
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+import nbformat
 import zmq
-from jupyter_client.blocking import BlockingKernelClient
-from jupyter_client.connect import write_connection_file
+import zmq.asyncio
+from jupyter_client.kernelspec import KernelSpec
+from jupyter_client.manager import AsyncKernelManager
+from nbclient import NotebookClient
+from nbclient.exceptions import DeadKernelError
 
 from prenorm_course.exercises.agent import REPLY_MIME
 from prenorm_course.exercises.remote import KernelStopped, LearnerTimeout, NoAnswer
@@ -39,10 +44,10 @@ from prenorm_course.exercises.sandbox import MEMORY_BYTES, TRUSTED, Sandbox, ker
 
 MAX_MESSAGE_BYTES = 64 * 2**20
 MAX_OUTPUT_CHARS = 1_000_000  # stored per cell, for comparing with the course run
+MAX_REPLIES = 4  # agent replies kept per check request (only the one with the nonce counts)
 STARTUP_TIMEOUT = 120.0
 INTERRUPT_GRACE = 10.0
-POLL = 0.05
-KERNEL_COMMAND = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection}",
+KERNEL_COMMAND = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
                   "--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
 MEMORY_LIMIT_GIB = MEMORY_BYTES / 2**30
 OK, ERROR, TIMEOUT, DIED = "ok", "error", "timeout", "died"
@@ -74,48 +79,65 @@ def _death(returncode: int, wrapped: bool = True) -> str:
     return f"the kernel crashed ({name})"
 
 
-class _Outputs:
-    """Collects a cell's iopub messages as nbformat outputs, within a size budget."""
+class SandboxKernelManager(AsyncKernelManager):
+    """A kernel manager whose kernel spec runs the kernel inside ``sandbox``."""
 
-    def __init__(self) -> None:
-        self.items: list[dict] = []
-        self.chars = 0
+    def __init__(self, sandbox: Sandbox, **kwargs: Any):
+        super().__init__(kernel_name="python3", transport="ipc", ip=str(sandbox.stage / "ipc"),
+                         connection_file=str(sandbox.stage / "kernel.json"), **kwargs)
+        self.sandbox = sandbox
+        self._kernel_spec = KernelSpec(argv=sandbox.command(KERNEL_COMMAND), display_name="learner (sandboxed)",
+                                       language="python", interrupt_mode="message", env={})
 
-    def add(self, msg: dict) -> None:
-        kind, content = msg["msg_type"], msg["content"]
-        if kind == "clear_output":
-            self.items.clear()
-            return
-        size = len(json.dumps(content, default=str))
-        if self.chars + size > MAX_OUTPUT_CHARS:
-            return
-        self.chars += size
-        if kind == "stream":
-            last = self.items[-1] if self.items else {}
-            if last.get("output_type") == "stream" and last["name"] == content.get("name"):
-                last["text"] += content.get("text", "")
-            else:
-                self.items.append({"output_type": "stream", "name": content.get("name", "stdout"),
-                                   "text": content.get("text", "")})
-        elif kind in ("display_data", "execute_result", "update_display_data"):
-            output = {"output_type": "execute_result" if kind == "execute_result" else "display_data",
-                      "data": content.get("data", {}), "metadata": content.get("metadata", {})}
-            self.items.append(output)
-        elif kind == "error":
-            self.items.append({"output_type": "error", "ename": str(content.get("ename", "")),
-                               "evalue": str(content.get("evalue", "")), "traceback": content.get("traceback", [])})
+    def write_connection_file(self, **kwargs: Any) -> None:
+        super().write_connection_file(**kwargs)
+        self.sandbox.own()  # as root: the kernel's user must read its connection file and make its sockets
+
+
+class _Client(NotebookClient):
+    """nbclient's executor with our bounds on what a cell may send back."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.chars: dict[int, int] = {}
+        self.replies: dict[int, int] = {}
+        self.timed_out = False
+        self.reply: dict = {}
+        self.on_cell_executed = self._keep_reply
+
+    def _keep_reply(self, cell: Any, cell_index: int, execute_reply: dict) -> None:
+        self.reply = execute_reply.get("content", {})
+
+    async def _async_handle_timeout(self, timeout: int, cell: Any = None) -> dict[str, Any] | None:
+        self.timed_out = True
+        return await super()._async_handle_timeout(timeout, cell)
+
+    def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> Any:
+        data = msg.get("content", {}).get("data") or {}
+        if REPLY_MIME in data:  # a check's answer: not a learner output, not capped, but few
+            self.replies[cell_index] = self.replies.get(cell_index, 0) + 1
+            if self.replies[cell_index] > MAX_REPLIES:
+                return None
+            return super().output(outs, msg, display_id, cell_index)
+        size = len(json.dumps(msg.get("content", {}), default=str))
+        if self.chars.get(cell_index, 0) + size > MAX_OUTPUT_CHARS:
+            return None
+        self.chars[cell_index] = self.chars.get(cell_index, 0) + size
+        return super().output(outs, msg, display_id, cell_index)
 
 
 class Kernel:
-    """A learner's kernel in its sandbox; use as a context manager."""
+    """A learner's kernel in its sandbox; use as a context manager. Runs its own event loop."""
 
     def __init__(self, sandbox: Sandbox):
         self.sandbox = sandbox
-        self.proc: subprocess.Popen | None = None
-        self.client: BlockingKernelClient | None = None
+        self.km: SandboxKernelManager | None = None
+        self.client: _Client | None = None
         self.death = ""
         self.peak_memory_kb = 0
-        self._log = None
+        self._loop = asyncio.new_event_loop()
+        self._log: Any = None
+        self._cells = nbformat.v4.new_notebook()
 
     # -- life ---------------------------------------------------------------------------
 
@@ -126,48 +148,29 @@ class Kernel:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    def _run(self, coroutine: Any) -> Any:
+        return self._loop.run_until_complete(coroutine)
+
     def start(self) -> None:
-        stage = self.sandbox.stage
-        _, info = write_connection_file(str(stage / "kernel.json"), transport="ipc", ip=str(stage / "ipc"),
-                                        key=secrets.token_hex(32).encode())
-        self.sandbox.own()  # as root: the kernel's user must read its connection file and make its sockets
-        command = [part.replace("{connection}", str(self.sandbox.workdir / "kernel.json")) for part in KERNEL_COMMAND]
-        self._log = open(stage / "kernel.log", "w+b")  # noqa: SIM115 — lives as long as the kernel
-        self.proc = subprocess.Popen(
-            self.sandbox.command(command), env=kernel_env(self.sandbox.workdir),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log, start_new_session=True,
-        )
-        context = zmq.Context()
+        self._log = open(self.sandbox.stage / "kernel.log", "w+b")  # noqa: SIM115 — lives as long as the kernel
+        context = zmq.asyncio.Context()
         context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
-        self.client = BlockingKernelClient(context=context)
-        self.client.load_connection_info(info)
-        self.client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=True)
-        self._wait_until_ready()
+        self.km = SandboxKernelManager(self.sandbox, context=context)
+        self.client = _Client(self._cells, km=self.km, allow_errors=True, interrupt_on_timeout=True,
+                              startup_timeout=int(STARTUP_TIMEOUT), iopub_timeout=4, record_timing=False,
+                              kernel_name="python3")
 
-    def _wait_until_ready(self) -> None:
-        """The kernel answers, and its output channel is connected (nothing of the first cell is lost)."""
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while time.monotonic() < deadline:
-            msg_id = self.client.kernel_info()
-            until = time.monotonic() + 2.0
-            while time.monotonic() < until:
-                if self.proc.poll() is not None:
-                    raise KernelStopped(f"the kernel did not start: {self._log_tail()}")
-                try:
-                    msg = self.client.get_iopub_msg(timeout=POLL)
-                except queue.Empty:
-                    continue
-                if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status":
-                    self._drain_shell()
-                    return
-        raise KernelStopped(f"the kernel did not start within {STARTUP_TIMEOUT:g} s: {self._log_tail()}")
-
-    def _drain_shell(self) -> None:
-        while True:
+        async def start() -> None:
+            await self.km.start_kernel(env=kernel_env(self.sandbox.workdir), cwd=str(self.sandbox.workdir),
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log)
+            self.client.kc = self.km.client(context=context)
+            self.client.kc.start_channels()
             try:
-                self.client.get_shell_msg(timeout=0.2)
-            except queue.Empty:
-                return
+                await self.client.kc.wait_for_ready(timeout=STARTUP_TIMEOUT)
+            except RuntimeError as exc:
+                raise KernelStopped(f"the kernel did not start: {exc}: {self._log_tail()}") from None
+
+        self._run(start())
 
     def _log_tail(self) -> str:
         if self._log is None:
@@ -176,40 +179,51 @@ class Kernel:
         lines = self._log.read()[-2000:].decode("utf-8", "replace").strip().splitlines()
         return lines[-1] if lines else "no message"
 
+    @property
+    def _process(self) -> Any:
+        return getattr(getattr(self.km, "provisioner", None), "process", None)
+
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        process = self._process
+        return process is not None and process.poll() is None
 
     def _read_peak_memory(self) -> None:
-        if self.proc is not None:
-            self.peak_memory_kb = max(self.peak_memory_kb, self.sandbox.peak_memory_kb(self.proc.pid))
+        process = self._process
+        if process is not None:
+            self.peak_memory_kb = max(self.peak_memory_kb, self.sandbox.peak_memory_kb(process.pid))
 
-    def interrupt(self) -> None:
-        """Ask the kernel to interrupt the running cell (a message: signals do not cross the sandbox)."""
-        self.client.control_channel.send(self.client.session.msg("interrupt_request", {}))
+    def _kill(self) -> None:
+        process = self._process
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(OSError):
+                process.kill()
+            with contextlib.suppress(Exception):
+                process.wait(timeout=30)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        if self.alive():
             self._read_peak_memory()
-        if self.proc is not None:
-            with contextlib.suppress(OSError):  # the kernel and whatever it started, in its own group
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        if self.proc is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=30)
-        if self.client is not None:
-            self.client.stop_channels()
-            self.client.context.destroy(linger=0)
-            self.client = None
+        if self.km is not None:
+            with contextlib.suppress(Exception):
+                self._run(self.km.shutdown_kernel(now=True))
+            self._kill()
+            with contextlib.suppress(Exception):
+                self.client.kc.stop_channels()
+            self.km.context.destroy(linger=0)
+            self.km = None
         if self._log is not None:
             self._log.close()
             self._log = None
         self.sandbox.remove()
+        if not self._loop.is_closed():
+            self._loop.close()
 
     def _died(self) -> bool:
-        if self.proc.poll() is None:
+        process = self._process
+        if process is None or process.poll() is None:
             return False
         if not self.death:
-            self.death = _death(self.proc.returncode, wrapped=self.sandbox.mode != TRUSTED)
+            self.death = _death(process.returncode, wrapped=self.sandbox.mode != TRUSTED)
             if self.sandbox.cgroup is not None and self.sandbox.cgroup.oom_killed():
                 self.death = "the kernel ran out of memory (its sandbox may use " \
                              f"{MEMORY_LIMIT_GIB:g} GiB in all) and was stopped"
@@ -217,61 +231,46 @@ class Kernel:
 
     # -- running code ---------------------------------------------------------------------
 
-    def _execute(self, code: str, timeout: float, store_history: bool, on_output: Callable[[dict], None]) -> CellRun:
-        """Run ``code``; collect its outputs until the kernel is idle again, within ``timeout``."""
+    def _execute(self, code: str, timeout: float, store_history: bool) -> CellRun:
+        """Run ``code`` with nbclient; past ``timeout`` interrupt it, past the grace kill the kernel."""
         run = CellRun()
-        if self._died():
+        if self.km is None or self._died():
             run.status = DIED
             return run
+        cell = nbformat.v4.new_code_cell(code)
+        self._cells.cells = [cell]
+        client = self.client
+        client.timeout, client.timed_out, client.reply = max(int(timeout + 0.999), 1), False, {}
+        client.chars.clear()
+        client.replies.clear()
         start = time.monotonic()
-        msg_id = self.client.execute(code, store_history=store_history, allow_stdin=False, stop_on_error=False)
-        deadline, interrupted = start + timeout, False
-        idle, reply = False, None
-        while not (idle and reply is not None):
-            if self._died():
-                run.status = DIED
-                break
-            if time.monotonic() > deadline:
-                if interrupted:
-                    self.proc.kill()
-                    self.proc.wait()
-                    self.death = "your code did not stop when interrupted after the time limit"
-                    run.status = DIED
-                    break
+        try:
+            self._run(asyncio.wait_for(client.async_execute_cell(cell, 0, store_history=store_history),
+                                       timeout + INTERRUPT_GRACE))
+        except (TimeoutError, DeadKernelError):  # nbclient reports our cancelling as a dead kernel
+            if self.alive():
                 self._read_peak_memory()
-                self.interrupt()
-                interrupted, deadline = True, time.monotonic() + INTERRUPT_GRACE
-            try:
-                msg = self.client.get_iopub_msg(timeout=POLL)
-            except queue.Empty:
-                msg = None
-            if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
-                if msg["msg_type"] == "status":
-                    idle = idle or msg["content"].get("execution_state") == "idle"
-                else:
-                    on_output(msg)
-            if reply is None:
-                try:
-                    shell = self.client.get_shell_msg(timeout=0)
-                except queue.Empty:
-                    shell = None
-                if shell is not None and shell["parent_header"].get("msg_id") == msg_id:
-                    reply = shell["content"]
+                self._kill()
+                self.death = "your code did not stop when interrupted after the time limit"
+            else:
+                self._died()
+            run.status = DIED
         run.seconds = time.monotonic() - start
+        run.outputs = [dict(o) for o in cell.outputs]
         if run.status == DIED:
             return run
-        if interrupted:
+        if self._died():
+            run.status = DIED
+        elif client.timed_out:
             run.status = TIMEOUT
-        elif reply.get("status") != "ok":
+        elif client.reply.get("status") != "ok":
             run.status = ERROR
-            run.ename, run.evalue = str(reply.get("ename", "")), str(reply.get("evalue", ""))
+            run.ename, run.evalue = str(client.reply.get("ename", "")), str(client.reply.get("evalue", ""))
         return run
 
     def run_cell(self, source: str, timeout: float) -> CellRun:
         """Run one notebook cell as JupyterLab would; its outputs are kept for comparison."""
-        outputs = _Outputs()
-        run = self._execute(source, timeout, store_history=True, on_output=outputs.add)
-        run.outputs = outputs.items
+        run = self._execute(source, timeout, store_history=True)
         if run.status == ERROR and not run.ename:
             errors = [o for o in run.outputs if o["output_type"] == "error"]
             if errors:
@@ -280,25 +279,23 @@ class Kernel:
 
     def rpc(self, request: dict, timeout: float) -> dict:
         """Send one agent request; return its reply (raise if there is none, or more than one)."""
-        replies: list[dict] = []
         nonce = request["nonce"]
-
-        def collect(msg: dict) -> None:
-            text = msg["content"].get("data", {}).get(REPLY_MIME)
-            if msg["msg_type"] == "display_data" and isinstance(text, str) and len(text) <= MAX_MESSAGE_BYTES:
-                try:
-                    reply = json.loads(text)
-                except ValueError:
-                    return
-                if isinstance(reply, dict) and reply.get("nonce") == nonce:
-                    replies.append(reply)
-
         code = f"__import__('prenorm_course.exercises.agent', fromlist=['serve']).serve({json.dumps(request)!r})"
-        run = self._execute(code, timeout, store_history=False, on_output=collect)
+        run = self._execute(code, timeout, store_history=False)
         if run.status == DIED:
             raise KernelStopped(self.death)
         if run.status == TIMEOUT:
             raise LearnerTimeout(f"ran longer than {timeout:g} s")
+        replies = []
+        for output in run.outputs:
+            text = output.get("data", {}).get(REPLY_MIME) if output.get("output_type") == "display_data" else None
+            if isinstance(text, str) and len(text) <= MAX_MESSAGE_BYTES:
+                try:
+                    reply = json.loads(text)
+                except ValueError:
+                    continue
+                if isinstance(reply, dict) and reply.get("nonce") == nonce:
+                    replies.append(reply)
         if len(replies) != 1:
             raise NoAnswer("the learner's kernel sent no answer to the check" if not replies
                            else "the learner's kernel sent more than one answer to the check")

@@ -269,7 +269,10 @@ def bwrap_command(stage: Path, uid: int | None, kernel_command: list[str]) -> li
     if bwrap is None:
         raise ConfinementUnavailable("bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)")
     args = [bwrap, "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try", "--hostname", "learner"]
+            "--unshare-uts", "--unshare-cgroup-try", "--hostname", "learner",
+            # jupyter_client tells the kernel its parent's pid; in the pid namespace its parent is pid 1,
+            # which ipykernel reads as "the parent died" and exits. bubblewrap ends it with the grader instead.
+            "--unsetenv", "JPY_PARENT_PID"]
     if uid is None:  # not root: a user namespace gives bubblewrap the right to make the others
         args.append("--unshare-user")
     args += _system_binds()
