@@ -249,6 +249,7 @@ def _system_binds() -> list[str]:
             args += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             args += ["--ro-bind", str(path), str(path)]
+    args += ["--perms", "0755", "--dir", "/etc"]  # as root bubblewrap would make it 0700: unreadable to the kernel
     for name in ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "fonts", "alternatives", "nsswitch.conf"):
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     return args
