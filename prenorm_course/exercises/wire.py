@@ -70,7 +70,8 @@ def _encode_tensor(t: Any) -> dict:
         raise TypeError(f"no plain form for a {dtype} {t.layout} tensor")
     data = None
     if t.device.type != "meta":
-        flat = t.detach().to("cpu").contiguous().reshape(-1)
+        # a fresh dense copy: .contiguous() keeps a one-element view with a non-unit stride (not viewable as bytes)
+        flat = t.detach().to("cpu").clone(memory_format=torch.contiguous_format).reshape(-1)
         data = _b64(flat.view(torch.uint8).numpy().tobytes()) if flat.numel() else ""
     return {
         "$": "tensor", "dtype": dtype, "shape": list(t.shape), "data": data, "device": t.device.type,

@@ -153,3 +153,9 @@ def test_a_reply_to_another_request_is_refused():
         Learner(lambda request: {"nonce": request["nonce"], "value": {"$": "pickle"}}).lookup("x")
     with pytest.raises(NoAnswer, match="without a value"):
         Learner(lambda request: {"nonce": request["nonce"]}).lookup("x")
+
+
+def test_a_one_element_view_with_a_non_unit_stride_crosses():
+    for t in (torch.arange(10.0)[::5][:1], torch.arange(12.0).reshape(3, 4)[:1, ::4], torch.arange(6.0)[5:].expand(1)):
+        back = round_trip(t)
+        assert back.shape == t.shape and torch.equal(back, t)
