@@ -115,6 +115,7 @@ class Learner:
     def call(self, target: RemoteObject, args: tuple, kwargs: dict) -> Any:
         """Call ``target(*args, **kwargs)`` there; tensors it changed in place change here too."""
         torch = self._import_torch()
+        sent = {key: self._encode(value) for key, value in (dict(enumerate(args)) | dict(kwargs)).items()}
         reply = self._request({
             "op": "call", "target": target.handle_id, "args": self._encode(list(args)),
             "kwargs": self._encode(dict(kwargs)), "grad": bool(torch.is_grad_enabled()) if torch else True,
@@ -122,7 +123,7 @@ class Learner:
         self._note_output(reply)
         if "error" in reply:
             self._raise(reply["error"])
-        self._copy_back(args, kwargs, reply.get("changed"))
+        self._copy_back(args, kwargs, reply.get("after"), sent)
         return self._value(reply)
 
     def probe(self, function: str, args: tuple, kwargs: dict | None = None) -> Any:
@@ -197,8 +198,18 @@ class Learner:
             items = value if isinstance(value, list) else [value]
             self.printed += [item[:500] for item in items if isinstance(item, str) and item.strip()][:5]
 
-    def _copy_back(self, args: tuple, kwargs: dict, changed: Any) -> None:
-        """Put what the learner's call wrote into its tensor arguments back into ours."""
+    def _copy_back(self, args: tuple, kwargs: dict, after: Any, sent: dict) -> None:
+        """Put what the learner's call wrote into its tensor arguments back into ours.
+
+        Whether an argument changed is decided here, from plain data: its state after the
+        call, as the learner's process reports it, against the exact encoding we sent.
+        """
+        if not after:
+            return
+        if not isinstance(after, list):
+            raise NoAnswer("malformed list of changed arguments")
+        changed = [item for item in after if not (isinstance(item, list) and len(item) == 2)
+                   or (item[0] in sent and item[1] != sent[item[0]])]
         if not changed:
             return
         torch = self._import_torch()

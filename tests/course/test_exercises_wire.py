@@ -109,6 +109,21 @@ def test_a_call_copies_in_place_changes_back():
     assert y.shape == (1, 3)
 
 
+
+def test_an_in_place_change_is_seen_even_if_the_learner_patches_torch_comparisons(monkeypatch):
+    """Whether an argument changed is decided grader-side from bytes, not by torch calls in the learner's process."""
+
+    def sneaky(x):
+        monkeypatch.setattr(torch, "equal", lambda *a, **k: True)
+        monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
+        x.add_(1.0)
+
+    learner = loopback({"sneaky": sneaky})
+    x = torch.zeros(3)
+    learner.lookup("sneaky")(x)
+    monkeypatch.undo()
+    assert torch.equal(x, torch.ones(3))
+
 def test_a_call_reports_errors_output_and_warnings():
     def noisy(x):
         print("debugging", x)
