@@ -195,17 +195,22 @@ class Cgroup:
             return False
 
     def remove(self) -> None:
-        for _ in range(50):
-            pids = self.pids()
-            if not pids:
-                break
-            for pid in pids:
+        """Kill what is left in it and remove it (a cgroup can go only once its last process is gone)."""
+        left = list(self.dirs)
+        for _ in range(250):  # up to 5 s
+            for pid in self.pids():
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
+            for folder in list(left):
+                with contextlib.suppress(FileNotFoundError):
+                    try:
+                        folder.rmdir()
+                    except OSError:
+                        continue
+                left.remove(folder)
+            if not left:
+                return
             time.sleep(0.02)
-        for folder in self.dirs:
-            with contextlib.suppress(OSError):
-                folder.rmdir()
 
 
 def kernel_env(workdir: Path) -> dict[str, str]:
