@@ -262,6 +262,4 @@ def long_range_pair(answer) -> None:
         raise Hint(ex, f"d_k = 64 has {n_pairs} pairs, numbered 0 … {n_pairs - 1}; got {answer}")
     if answer != right:
         raise Hint(ex, f"not quite. {why}")
-    passed(ex, f"pair {right} is the first to need more than {LONG_RANGE_CONTEXT} positions for one turn: pairs "
-           f"{right} … {n_pairs - 1} never wrap around inside the context, so they tell near from far "
-           f"(long-range position), while the fast pairs 0 … {right - 1} wrap and resolve only short distances")
+    passed(ex, f"pairs {right} … {n_pairs - 1} never wrap within {LONG_RANGE_CONTEXT} positions (long range)")
