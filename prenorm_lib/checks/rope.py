@@ -220,7 +220,7 @@ def rotate_pairs(rotate: Callable) -> None:
             dtype_hint=f"return x's dtype [case: {name}]: cast cos and sin to x.dtype before multiplying",
         )
     refuse_library_calls(ex, rotate, _LIBRARY_ROTATION_CALLS, ROTATION_TASK)
-    passed(ex, "interleaved rotation matches for 4 cases (batch and heads, packed positions, one pair, float16)")
+    passed(ex, "interleaved rotation matches in 4 cases (heads, packing, one pair, float16)")
 
 
 # ---------------------------------------------------------------------------
