@@ -220,7 +220,7 @@ def rotate_pairs(rotate: Callable) -> None:
             dtype_hint=f"return x's dtype [case: {name}]: cast cos and sin to x.dtype before multiplying",
         )
     refuse_library_calls(ex, rotate, _LIBRARY_ROTATION_CALLS, ROTATION_TASK)
-    passed(ex, "interleaved rotation matches for 4 cases (batch and heads, packed positions, one pair, float16)")
+    passed(ex, "interleaved rotation matches in 4 cases (heads, packing, one pair, float16)")
 
 
 # ---------------------------------------------------------------------------
@@ -262,6 +262,4 @@ def long_range_pair(answer) -> None:
         raise Hint(ex, f"d_k = 64 has {n_pairs} pairs, numbered 0 … {n_pairs - 1}; got {answer}")
     if answer != right:
         raise Hint(ex, f"not quite. {why}")
-    passed(ex, f"pair {right} is the first to need more than {LONG_RANGE_CONTEXT} positions for one turn: pairs "
-           f"{right} … {n_pairs - 1} never wrap around inside the context, so they tell near from far "
-           f"(long-range position), while the fast pairs 0 … {right - 1} wrap and resolve only short distances")
+    passed(ex, f"pairs {right} … {n_pairs - 1} never wrap within {LONG_RANGE_CONTEXT} positions (long range)")

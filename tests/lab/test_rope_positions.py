@@ -1,4 +1,4 @@
-"""Notebook 03's experiment: what one seed records, and the paired claims the notebook prints."""
+"""Notebook 03's experiment: what one seed records, and the helpers the notebook reads it with."""
 
 from __future__ import annotations
 
@@ -39,9 +39,22 @@ def test_reading_helpers_follow_the_seeds(tiny_record):
     assert late.tolist() == pytest.approx([np.mean(tiny_record.runs["0"]["beyond"]["rope/ntk"]["before"][32:])])
 
 
-def test_paired_claim_counts_wins_in_the_right_direction():
-    lower = rope_positions.paired_claim("A", np.array([1.0, 2.0, 3.0]), "B", np.array([2.0, 2.5, 2.0]), "loss")
-    assert lower == "A below B on loss in 2 of 3 paired seeds: False  (difference -0.167 ± 1.041)"
-    higher = rope_positions.paired_claim("A", np.array([0.9, 0.8]), "B", np.array([0.5, 0.7]), "probe",
-                                         higher_is_better=True)
-    assert higher == "A above B on probe in 2 of 2 paired seeds: True  (difference +0.250 ± 0.212)"
+@pytest.mark.slow
+def test_finals_at_lr_reads_the_main_run_or_the_sweep(tiny_record):
+    assert rope_positions.finals_at_lr(tiny_record, TINY["lr"])["rope"].tolist() == \
+        rope_positions.finals(tiny_record, "val_loss")["rope"].tolist()
+    swept = rope_positions.finals_at_lr(tiny_record, 3e-3)
+    assert swept["none"].tolist() == [tiny_record.runs["0"]["lr_sweep"]["none"]["0.003"]["val_loss"]]
+    with pytest.raises(ValueError, match="lr must be one the record trained at"):
+        rope_positions.finals_at_lr(tiny_record, 0.5)
+
+
+def test_within_seed_spread_widens_the_range_by_the_std():
+    seeds = np.array([1.0, 2.0, 3.0])  # std 1: the band is [1 − 3, 3 + 3]
+    assert rope_positions.within_seed_spread(-1.99, seeds) and rope_positions.within_seed_spread(5.99, seeds)
+    assert not rope_positions.within_seed_spread(-2.01, seeds)
+    assert not rope_positions.within_seed_spread(6.01, seeds)
+    assert rope_positions.within_seed_spread(3.5, seeds, widen=0.5)
+    assert not rope_positions.within_seed_spread(3.6, seeds, widen=0.5)
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        rope_positions.within_seed_spread(1.0, [1.0])

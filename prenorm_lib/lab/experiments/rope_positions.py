@@ -127,11 +127,26 @@ def mean_loss(record, name: str, stage: str, start: int, stop: int) -> np.ndarra
     return np.array([np.mean(result["beyond"][name][stage][start:stop]) for _, result in record.by_seed()])
 
 
-def paired_claim(a_name: str, a: np.ndarray, b_name: str, b: np.ndarray, what: str,
-                 higher_is_better: bool = False) -> str:
-    """One checked line: in how many paired seeds ``a`` beats ``b``, and the difference a − b (mean ± std)."""
-    difference = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    wins = int((difference > 0).sum() if higher_is_better else (difference < 0).sum())
-    spread = f" ± {difference.std(ddof=1):.3f}" if len(difference) > 1 else ""
-    return (f"{a_name} {'above' if higher_is_better else 'below'} {b_name} on {what} in {wins} of "
-            f"{len(difference)} paired seeds: {wins == len(difference)}  (difference {difference.mean():+.3f}{spread})")
+def finals_at_lr(record, lr: float, metric: str = "val_loss") -> dict[str, np.ndarray]:
+    """The last value of ``metric`` per seed for every variant, at learning rate ``lr`` (main or sweep)."""
+    if lr == record.config["lr"]:
+        return finals(record, metric)
+    if lr not in record.config["other_lrs"]:
+        trained = sorted([record.config["lr"], *record.config["other_lrs"]])
+        raise ValueError(f"lr must be one the record trained at, {trained}; got {lr}")
+    return {positions: np.array([result["lr_sweep"][positions][repr(lr)][metric] for _, result in record.by_seed()])
+            for positions in record.config["positions"]}
+
+
+def within_seed_spread(value: float, per_seed, widen: float = 3.0) -> bool:
+    """Whether ``value`` lies in the range the record's seeds span, widened by ``widen`` of their std each side.
+
+    A live run on another processor follows another trajectory from the same seed (the
+    last bits of its sums differ and training amplifies them), so it is compared with the
+    spread across seeds, not with one stored seed's digits.
+    """
+    seeds = np.asarray(per_seed, dtype=float)
+    if seeds.ndim != 1 or len(seeds) < 2:
+        raise ValueError(f"per_seed must hold one value for each of at least 2 seeds, got shape {seeds.shape}")
+    margin = widen * float(seeds.std(ddof=1))
+    return bool(seeds.min() - margin <= value <= seeds.max() + margin)

@@ -22,6 +22,7 @@ from matplotlib.ticker import FixedFormatter, FixedLocator, MaxNLocator, NullLoc
 from prenorm_lib import functional
 from prenorm_lib.lab.plotting import COLORS, mean_band
 from prenorm_lib.lab.sliders import LiveFigure
+from prenorm_lib.lab.stats import PairedComparison
 from prenorm_lib.rope import RotaryPositionalEmbedding
 
 ROPE_COLORS = {"query": COLORS["pre"], "key": COLORS["post"], "trail": COLORS["input"]}
@@ -39,6 +40,55 @@ THETA_CHOICES = (100.0, 1_000.0, 10_000.0, 100_000.0, 500_000.0, 1_000_000.0)
 _CIRCLE = np.exp(1j * np.linspace(0.0, 2.0 * np.pi, 97))  # unit circle, drawn once per clock
 _SLIDER_LAYOUT = Layout(width="420px")
 _SLIDER_STYLE = {"description_width": "110px"}
+
+
+class Table:
+    """A small table a notebook displays instead of lines of f-strings.
+
+    Jupyter renders it from Markdown (``_repr_markdown_``); its plain text (``repr``) is
+    the same table in aligned columns, for a terminal or a classroom that shows text.
+    Cells are strings: format numbers at the precision the claim needs before passing them.
+    """
+
+    def __init__(self, header: Sequence[str], rows: Sequence[Sequence[str]], caption: str = ""):
+        self.header, self.rows, self.caption = [str(h) for h in header], [[str(c) for c in r] for r in rows], caption
+        for row in self.rows:
+            if len(row) != len(self.header):
+                raise ValueError(f"every row needs {len(self.header)} cells (one per column), got {row}")
+
+    def _repr_markdown_(self) -> str:
+        lines = [f"**{self.caption}**", ""] if self.caption else []
+        lines.append("| " + " | ".join(self.header) + " |")
+        lines.append("|" + "|".join(":---" if i == 0 else "---:" for i in range(len(self.header))) + "|")
+        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        widths = [max(len(cell) for cell in column) for column in zip(self.header, *self.rows, strict=True)]
+
+        def line(cells: list[str]) -> str:
+            pairs = enumerate(zip(cells, widths, strict=True))
+            return "  ".join(cell.rjust(width) if i else cell.ljust(width) for i, (cell, width) in pairs)
+
+        return "\n".join(([self.caption] if self.caption else []) + [line(self.header), *map(line, self.rows)])
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.3f}".replace("-", "−")
+
+
+def comparison_table(comparisons: Sequence[PairedComparison], caption: str = "") -> Table:
+    """Paired comparisons (``prenorm_lib.lab.stats.paired``) as rows: a − b, mean, 95 % CI, seeds, p, verdict."""
+    rows = [[f"{c.a_name} − {c.b_name}" + (f", {c.what}" if c.what else ""), _signed(c.mean),
+             f"[{_signed(c.low)}, {_signed(c.high)}]", f"{c.n_lower} / {c.n_higher}", f"{c.sign_p:.2g}",
+             c.verdict] for c in comparisons]
+    return Table(["difference a − b", "mean", "95 % CI", "seeds a<b / a>b", "sign p", "verdict"], rows, caption)
+
+
+def verdict_line(comparison: PairedComparison, claim: str) -> str:
+    """One short line for a classroom: the claim, the verdict word and the seeds each way."""
+    c = comparison
+    return f"{claim}: {c.verdict} ({c.n_lower} of {c.n} seeds lower, p = {c.sign_p:.2g})"
 
 
 def spaced(number: float) -> str:
@@ -63,8 +113,8 @@ def _wavelength_axes(ax, context: int | None) -> None:
     ax.yaxis.set_major_locator(FixedLocator([10.0**e for e in range(0, 9, 2)]))
     ax.yaxis.set_major_formatter(FixedFormatter(["1", "100", "10⁴", "10⁶", "10⁸"]))
     ax.yaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel("pair index k / (d_k/2)")
-    ax.set_ylabel("wavelength 2π/θ_k (positions)")
+    ax.set_xlabel(r"pair index $k\,/\,(d_k/2)$")
+    ax.set_ylabel(r"wavelength $2\pi/\theta_k$ (positions)")
     if context is not None:
         ax.axhline(context, color=COLORS["reference"], linestyle=":", linewidth=1.2)
         ax.text(0.98, context * 0.62, f"context {context}", ha="right", va="top",
@@ -76,7 +126,7 @@ def draw_wavelengths(theta: float = 10000.0, d_ks: tuple[int, ...] = (16, 128), 
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for d_k, marker in zip(d_ks, ("o", "."), strict=False):
         k = np.arange(d_k // 2)
-        ax.plot(k / (d_k // 2), wavelengths(theta, d_k).numpy(), marker=marker, label=f"d_k = {d_k}")
+        ax.plot(k / (d_k // 2), wavelengths(theta, d_k).numpy(), marker=marker, label=f"$d_k$ = {d_k}")
     _wavelength_axes(ax, context)
     ax.set_title(f"Fast clocks and slow clocks (Θ = {spaced(theta)})")
     ax.legend(loc="upper left")
@@ -142,7 +192,7 @@ def clock_hands(d_k: int = 16, theta: float = 10000.0, max_position: int = 200, 
         _point(hands_line, hands[position])
         for k, text in enumerate(labels):
             text.set_text(f"pair {k}: λ = {spaced(period[k])}\n{position / period[k]:.2f} turns")
-        title.set_text(f"Position m = {position}: pair k has turned by m·θ_k")
+        title.set_text(f"Position $m$ = {position}: pair $k$ has turned by $m\\theta_k$")
 
     return fig, update
 
@@ -192,13 +242,13 @@ def draw_pair_rotation(m: int = 3, n: int = 1):
     scale = max(abs(q_pair), abs(k_pair))
     fig, ax = plt.subplots(figsize=(4.2, 3.8))
     _dials(ax, [0j])
-    _point(_hands(ax, [0j], ROPE_COLORS["query"], f"query at m = {m}"), [q_pair * np.exp(1j * m) / scale])
-    _point(_hands(ax, [0j], ROPE_COLORS["key"], f"key at n = {n}"), [k_pair * np.exp(1j * n) / scale])
+    _point(_hands(ax, [0j], ROPE_COLORS["query"], f"query at $m$ = {m}"), [q_pair * np.exp(1j * m) / scale])
+    _point(_hands(ax, [0j], ROPE_COLORS["key"], f"key at $n$ = {n}"), [k_pair * np.exp(1j * n) / scale])
     _bare(ax)
     ax.set_xlim(-1.15, 1.15)
     ax.set_ylim(-1.15, 1.15)
     ax.legend(loc="upper left", bbox_to_anchor=(0.98, 1.0))
-    ax.set_title(f"q·k = {shifted_score(0, m, n, d_k=2):.4f}")
+    ax.set_title(f"$q \\cdot k$ = {shifted_score(0, m, n, d_k=2):.4f}")
     return fig
 
 
@@ -237,8 +287,8 @@ def shift_and_gap(d_k: int = 16, pairs: int = 4, max_start: int = 400, max_gap: 
     scores.set_xlim(-max_gap - 1, max_gap + 1)
     scores.set_xticks(np.linspace(-max_gap, max_gap, 5))
     scores.yaxis.set_major_locator(MaxNLocator(4))
-    scores.set_xlabel("gap m − n")
-    scores.set_ylabel("q·k")
+    scores.set_xlabel("gap $m - n$")
+    scores.set_ylabel(r"$q \cdot k$")
     title = scores.set_title("")
 
     def update(start: int, gap: int) -> None:
@@ -247,7 +297,7 @@ def shift_and_gap(d_k: int = 16, pairs: int = 4, max_start: int = 400, max_gap: 
         _point(k_hands, k_pairs * turns[n] / scale)
         score = float(rope(q[None], torch.tensor([m]))[0] @ rope(k[None], torch.tensor([n]))[0])
         dot.set_data([gap], [score])
-        title.set_text(f"m = {m}, n = {n}:  q·k = {score:.4f}")
+        title.set_text(f"$m$ = {m}, $n$ = {n}:  $q \\cdot k$ = {score:.4f}")
 
     return fig, update
 
@@ -290,10 +340,10 @@ def draw_relative_heatmap(scores: torch.Tensor):
     """Heatmap of q·k over query position m and key position n."""
     fig, ax = plt.subplots(figsize=(5.4, 4.4))
     image = ax.imshow(scores.numpy(), cmap="RdBu_r", vmin=-scores.abs().max(), vmax=scores.abs().max())
-    fig.colorbar(image, ax=ax, label="q·k")
-    ax.set_xlabel("key position n")
-    ax.set_ylabel("query position m")
-    ax.set_title("Same q and k at every (m, n)")
+    fig.colorbar(image, ax=ax, label=r"$q \cdot k$")
+    ax.set_xlabel("key position $n$")
+    ax.set_ylabel("query position $m$")
+    ax.set_title("Same $q$ and $k$ at every $(m, n)$")
     ax.grid(False)
     return fig
 
@@ -318,9 +368,9 @@ def draw_cost_ratios(d_ks, time_ratios, memory_ratios):
     ax.plot(d_ks, time_ratios, "s-", label="time (measured)", color=COLORS["pre"])
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("d_k")
+    ax.set_xlabel("$d_k$")
     ax.set_ylabel("matrices ÷ elementwise (cached cos/sin)")
-    ax.set_title("Cost of the explicit d_k×d_k matrices")
+    ax.set_title(r"Cost of the explicit $d_k \times d_k$ matrices")
     ax.legend(loc="upper left")
     return fig
 
@@ -352,12 +402,12 @@ def draw_long_term_decay(d: int = 128, max_distance: int = 256):
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     distance = np.arange(max_distance + 1)
     ax.plot(distance, long_term_decay(d, max_distance).numpy(), color=COLORS["pre"],
-            label="θ_i = 10000^(−2i/d), i = 0 … d/2−1")
+            label=r"$\theta_i = 10000^{-2i/d}$, $i = 0 \ldots d/2-1$")
     ax.plot(distance, long_term_decay(d, max_distance, first_index=1).numpy(), color=COLORS["post"],
-            linewidth=1.2, linestyle="--", label="same with i = 1 … d/2")
-    ax.set_xlabel("relative distance m − n")
+            linewidth=1.2, linestyle="--", label=r"same with $i = 1 \ldots d/2$")
+    ax.set_xlabel("relative distance $m - n$")
     ax.set_ylabel("relative upper bound")
-    ax.set_title(f"RoPE's long-term decay (d = {d})")
+    ax.set_title(f"RoPE's long-term decay ($d$ = {d})")
     ax.legend(loc="upper right")
     return fig
 
@@ -378,7 +428,7 @@ def theta_effects(thetas: Sequence[float] = THETA_CHOICES, d_k: int = 16, contex
     left.plot(pairs, waves[reference], color=COLORS["input"], linewidth=1.2, linestyle="--")
     (wave,) = left.plot(pairs, waves[reference], "o-", color=COLORS["pre"])
     _wavelength_axes(left, context)
-    left.set_xlabel(f"pair k (d_k = {d_k})")
+    left.set_xlabel(f"pair $k$ ($d_k$ = {d_k})")
     left.set_xticks(pairs[:: max(1, len(pairs) // 8)])
     left.set_ylim(min(w.min() for w in waves.values()) / 2, max(w.max() for w in waves.values()) * 4)
     left_title = left.set_title("")
@@ -392,8 +442,8 @@ def theta_effects(thetas: Sequence[float] = THETA_CHOICES, d_k: int = 16, contex
     right.set_xlim(0, max_distance)
     right.set_xticks(np.linspace(0, max_distance, 3))
     right.set_yticks(np.arange(0, d / 4 + 1, 10))
-    right.set_xlabel("relative distance m − n")
-    right.set_ylabel(f"relative upper bound (d = {d})")
+    right.set_xlabel("relative distance $m - n$")
+    right.set_ylabel(f"relative upper bound ($d$ = {d})")
     right_title = right.set_title("")
 
     def update(theta: float) -> None:
