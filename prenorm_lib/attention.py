@@ -29,7 +29,6 @@ from prenorm_lib.layers import Linear
 from prenorm_lib.norm import RMSNorm
 from prenorm_lib.rope import RotaryPositionalEmbedding
 
-
 QK_NORMS = ("per_head", "flat")  # Qwen3's form, OLMo 2's form
 
 

@@ -64,4 +64,4 @@ def paired_table(comparisons: Sequence, title: str = "", digits: int = 2, note: 
         rows.append((what, f"{c.n_lower} / {c.n_higher} of {c.n}",
                      f"{_signed(c.mean, digits)} [{_signed(c.low, digits)}, {_signed(c.high, digits)}]",
                      f"{c.sign_p:.2g}", c.verdict))
-    return Table(("a − b", "seeds a < b / a > b", "mean [95 % CI]", "sign p", "verdict"), rows, title, note)
+    return Table(("a − b", "seeds a<b / a>b", "mean [95 % CI]", "sign p", "verdict"), rows, title, note)

@@ -9,10 +9,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from prenorm_lib.lab import placement_measurements as measure
 from prenorm_lib.lab.data import make_corpus
 from prenorm_lib.lab.experiments import Record, warmup_grid
-from prenorm_lib.lab import placement_measurements as measure
-from prenorm_lib.lab.figures import placement as figs
 from prenorm_lib.lab.figures import placement_diagrams as diagrams
 
 
@@ -138,3 +137,15 @@ def test_an_arrow_into_a_box_is_reported():
     fig.canvas.draw()
     assert arrowheads_inside_boxes(ax) == ["an arrow ends inside 'lm_head → logits'"]
     plt.close(fig)
+
+
+def test_depth_slider_starts_where_asked_and_its_picture_shows_that_depth(corpus):
+    """The stored picture is the first frame; it must show the depth the stored slider holds."""
+    from prenorm_lib.lab.figures import placement as figs
+
+    profiles = measure.depth_profiles(corpus, (1, 2, 3), seeds=range(1))
+    live = figs.depth_slider(profiles, initial=3)
+    assert live.values["L"] == 3
+    assert live.fig.axes[0].get_title() == "Residual stream, L = 3"
+    live.set(L=1)
+    assert live.fig.axes[0].get_title() == "Residual stream, L = 1"
