@@ -19,14 +19,13 @@ import torch
 
 from prenorm_lib.lab import data, probes, train
 
-DESCRIPTION = ("LR sweep per block type (pre, QK-norm per head and flat, sandwich, OLMo 2, DeepNorm, ReZero, post): "
-               "loss and max logit")
+DESCRIPTION = ("LR sweep per block type (pre, per-head QK-norm, sandwich, OLMo 2 with flat QK-norm, DeepNorm, "
+               "ReZero, post): loss and max logit")
 
 CONFIG: dict[str, Any] = {
     "blocks": {
         "pre-norm": {"norm": "pre"},
         "pre-norm + per-head QK-norm (Qwen3)": {"norm": "pre", "qk_norm": "per_head"},
-        "pre-norm + flat QK-norm": {"norm": "pre", "qk_norm": "flat"},
         "sandwich": {"norm": "sandwich"},
         "OLMo 2 (reordered + flat QK-norm)": {"norm": "reordered", "qk_norm": "flat"},
         "DeepNorm": {"norm": "deepnorm"},

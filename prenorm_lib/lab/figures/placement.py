@@ -54,7 +54,6 @@ VARIANT_STYLES = {
     "deepnorm": (COLORS["gelu"], "-"),
     "pre-norm": (COLORS["pre"], "-"),
     "pre-norm + per-head QK-norm (Qwen3)": (COLORS["pre"], "--"),
-    "pre-norm + flat QK-norm": (COLORS["pre"], ":"),
     "sandwich": (COLORS["silu"], "-."),
     "OLMo 2 (reordered + flat QK-norm)": (COLORS["swiglu"], (0, (5, 1, 1, 1, 1, 1))),
     "DeepNorm": (COLORS["gelu"], (0, (8, 2))),
@@ -66,7 +65,6 @@ VARIANT_STYLES = {
 VARIANT_MARKERS = {
     "pre-norm": "o",
     "pre-norm + per-head QK-norm (Qwen3)": "s",
-    "pre-norm + flat QK-norm": "D",
     "sandwich": "^",
     "OLMo 2 (reordered + flat QK-norm)": "v",
     "DeepNorm": "X",
