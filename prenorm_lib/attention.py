@@ -4,10 +4,19 @@ Introduced in notebook 05. The module calls torch's fused
 ``scaled_dot_product_attention`` (the fast path); the tests prove it equals the
 from-scratch :func:`prenorm_lib.functional.scaled_dot_product_attention`.
 
-QK-norm (Dehghani et al. 2023; OLMo 2, Qwen3) normalises each head's query and key with
-an RMSNorm before their dot product. A logit q·k/√d_head is then bounded by the norms'
-gains instead of by the size of the weights, which grow during training — the
-attention-logit growth that Wortsman et al. (2023) see at high learning rates.
+QK-norm (Dehghani et al. 2023, ViT-22B, with LayerNorm) normalises queries and keys before
+their dot product. Two RMSNorm forms are in use and both are here:
+
+- ``qk_norm="flat"`` (OLMo 2): one RMSNorm over the whole projection, num_heads·d_head
+  channels, *before* the heads are split (Hugging Face ``modeling_olmo2``:
+  ``Olmo2RMSNorm(num_attention_heads * head_dim)``);
+- ``qk_norm="per_head"`` (Qwen3; ``True`` means this): an RMSNorm over each head's d_head
+  channels, its gain shared by the heads.
+
+Either way a logit q·k/√d_head no longer grows with the size of the projection weights;
+it still grows with the norms' gains, which are learnt — so it is not bounded once they
+move, only held back (the attention-logit growth that Wortsman et al. 2023 see at high
+learning rates).
 """
 
 from __future__ import annotations
@@ -20,6 +29,19 @@ from prenorm_lib.layers import Linear
 from prenorm_lib.norm import RMSNorm
 from prenorm_lib.rope import RotaryPositionalEmbedding
 
+QK_NORMS = ("per_head", "flat")  # Qwen3's form, OLMo 2's form
+
+
+def qk_norm_form(qk_norm: object) -> str | None:
+    """``False``/``None`` → None, ``True`` → "per_head", or one of :data:`QK_NORMS` as given."""
+    if qk_norm is None or qk_norm is False:
+        return None
+    if qk_norm is True:
+        return "per_head"
+    if isinstance(qk_norm, str):
+        return validation.choice("qk_norm", qk_norm, QK_NORMS)
+    raise TypeError(f"qk_norm must be False, True, \"per_head\" or \"flat\", got {qk_norm!r}")
+
 
 class MultiHeadSelfAttention(nn.Module):
     """Causal self-attention over ``num_heads`` heads of size d_model / num_heads.
@@ -30,9 +52,11 @@ class MultiHeadSelfAttention(nn.Module):
     values are not rotated (position should change *where* a head looks, not *what* it
     reads).
 
-    With ``qk_norm=True`` each head's query and key vectors are normalised by RMSNorms
-    ``q_norm`` and ``k_norm`` over d_head, with a learnable gain of size d_head shared by the
-    heads, before RoPE rotates them (the order of Qwen3; a rotation keeps the norm anyway).
+    With ``qk_norm="per_head"`` (or ``True``; Qwen3) each head's query and key vectors are
+    normalised by RMSNorms ``q_norm`` and ``k_norm`` over d_head, with a learnable gain of
+    size d_head shared by the heads. With ``qk_norm="flat"`` (OLMo 2) ``q_norm`` and
+    ``k_norm`` normalise the whole (d_model,) projection, gain of size d_model, before the
+    heads are split. Both act before RoPE rotates (a rotation keeps the norm anyway).
     """
 
     def __init__(
@@ -41,7 +65,7 @@ class MultiHeadSelfAttention(nn.Module):
         num_heads: int,
         max_seq_len: int | None = None,
         rope_theta: float | None = None,
-        qk_norm: bool = False,
+        qk_norm: bool | str = False,
         eps: float = 1e-5,
         device=None,
         dtype=None,
@@ -64,12 +88,11 @@ class MultiHeadSelfAttention(nn.Module):
             if max_seq_len is None:
                 raise ValueError("max_seq_len is required when rope_theta is given (it sizes the RoPE cache)")
             self.rope = RotaryPositionalEmbedding(rope_theta, self.d_head, max_seq_len, device=device)
-        if not isinstance(qk_norm, bool):
-            raise TypeError(f"qk_norm must be True or False, got {qk_norm!r}")
-        self.qk_norm = qk_norm
-        if qk_norm:
-            self.q_norm = RMSNorm(self.d_head, eps=eps, device=device, dtype=dtype)
-            self.k_norm = RMSNorm(self.d_head, eps=eps, device=device, dtype=dtype)
+        self.qk_norm = qk_norm_form(qk_norm)
+        if self.qk_norm is not None:
+            size = self.d_head if self.qk_norm == "per_head" else d_model
+            self.q_norm = RMSNorm(size, eps=eps, device=device, dtype=dtype)
+            self.k_norm = RMSNorm(size, eps=eps, device=device, dtype=dtype)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(..., seq_len, d_model) → (..., num_heads, seq_len, d_head)."""
@@ -82,10 +105,12 @@ class MultiHeadSelfAttention(nn.Module):
         validation.last_dim("x", x, self.d_model)
         if x.ndim < 2:
             raise ValueError(f"x must be (..., seq_len, d_model), got shape {tuple(x.shape)}")
-        q = self.split_heads(self.q_proj(x))  # (..., H, T, d_head)
-        k = self.split_heads(self.k_proj(x))  # (..., H, T, d_head)
-        if self.qk_norm:
-            q, k = self.q_norm(q), self.k_norm(k)  # each head's vectors to unit RMS, times a gain
+        q, k = self.q_proj(x), self.k_proj(x)  # (..., T, d_model) each
+        if self.qk_norm == "flat":  # OLMo 2: the whole projection, before the heads are split
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = self.split_heads(q), self.split_heads(k)  # (..., H, T, d_head)
+        if self.qk_norm == "per_head":  # Qwen3: each head's vectors to unit RMS, times a gain
+            q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None:
             positions = None if token_positions is None else token_positions.unsqueeze(-2)  # (..., 1, T)
             q = self.rope(q, positions)

@@ -23,8 +23,9 @@ What current models changed after pre-norm (notebook 05, "the frontier"):
 - ``norm="rezero"`` (Bachlechner et al. 2020): no norm; ``h = x + α_attn·Attn(x)`` with a
   learnable α that starts at 0, so every block starts as the identity.
 
-Two more options combine with any placement: ``qk_norm=True`` normalises queries and keys
-(see :mod:`prenorm_lib.attention`), and ``scaled_init=True`` initialises the last matrix of
+Two more options combine with any placement: ``qk_norm`` normalises queries and keys —
+``"flat"`` over the whole projection as OLMo 2 does, ``"per_head"`` (or ``True``) per head as
+Qwen3 does (see :mod:`prenorm_lib.attention`), and ``scaled_init=True`` initialises the last matrix of
 each branch down by 1/√(2L), so that 2L branches add a bounded amount to the stream at
 initialisation.
 """
@@ -95,7 +96,7 @@ class TransformerBlock(nn.Module):
         norm: str = "pre",
         ffn: str = "swiglu",
         eps: float = 1e-5,
-        qk_norm: bool = False,
+        qk_norm: bool | str = False,
         scaled_init: bool = False,
         num_layers: int | None = None,
         device=None,

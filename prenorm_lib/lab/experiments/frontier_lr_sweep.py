@@ -1,7 +1,9 @@
-"""Wortsman et al.'s (2023) small-scale proxy: a learning-rate sweep per block type (notebook 05, §7).
+"""Wortsman et al.'s (2023) small-scale proxy: a learning-rate sweep per block type (notebook 05, §8).
 
 Large runs become unstable in ways that reappear in small models trained at high learning
-rates; one is the growth of attention logits, which QK-norm stops. Here the course's LM
+rates; one is the growth of attention logits, which QK-norm holds back. QK-norm comes in
+two forms: OLMo 2's over the whole flattened projection (``qk_norm="flat"``) and Qwen3's per
+head (``qk_norm="per_head"``); both are rows here. Here the course's LM
 (2 blocks, d_model 64, SwiGLU, RoPE; 300 updates with 20 warmup steps) is trained with
 each block type of the library at five learning rates, with the same seeds (and so the
 same batches) for every block type. Recorded per run: the validation loss and the largest
@@ -17,14 +19,15 @@ import torch
 
 from prenorm_lib.lab import data, probes, train
 
-DESCRIPTION = "LR sweep per block type (pre, QK-norm, sandwich, OLMo 2, DeepNorm, ReZero, post): loss and max logit"
+DESCRIPTION = ("LR sweep per block type (pre, per-head QK-norm, sandwich, OLMo 2 with flat QK-norm, DeepNorm, "
+               "ReZero, post): loss and max logit")
 
 CONFIG: dict[str, Any] = {
     "blocks": {
         "pre-norm": {"norm": "pre"},
-        "pre-norm + QK-norm": {"norm": "pre", "qk_norm": True},
+        "pre-norm + per-head QK-norm (Qwen3)": {"norm": "pre", "qk_norm": "per_head"},
         "sandwich": {"norm": "sandwich"},
-        "OLMo 2 (reordered + QK-norm)": {"norm": "reordered", "qk_norm": True},
+        "OLMo 2 (reordered + flat QK-norm)": {"norm": "reordered", "qk_norm": "flat"},
         "DeepNorm": {"norm": "deepnorm"},
         "ReZero": {"norm": "rezero"},
         "post-norm": {"norm": "post"},
@@ -42,7 +45,9 @@ CONFIG: dict[str, Any] = {
 
 
 # A few seconds of the same code, stored in the record and re-run by the tests (see experiments.drift).
-FINGERPRINT: dict[str, Any] = {"seeds": [0], "lrs": [1e-1], "steps": 12, "warmup_steps": 2, "eval_every": 6}
+# At the lowest learning rate: at lr 0.1 twelve updates already amplify the last bits of the
+# arithmetic past the drift test's tolerance on another CPU (3.4741 stored vs 3.471 there).
+FINGERPRINT: dict[str, Any] = {"seeds": [0], "lrs": [3e-3], "steps": 12, "warmup_steps": 2, "eval_every": 6}
 
 PROBE_SEED = 77  # the windows whose attention logits are followed, the same for every run
 

@@ -1,40 +1,39 @@
-"""Figures of notebook 05: the two block diagrams, Xiong et al.'s measurements, the grid, the frontier.
+"""Plots of notebook 05 (pre-norm vs post-norm): gradients, the stream, the grid, the frontier sweep.
 
-The measurements the figures need live here too, so that the notebook and
-``python -m prenorm_lib.lab.figures`` draw from the same numbers:
-
-- :func:`ffn_grad_norms_over_seeds` — Xiong et al. 2020, Fig. 3: the gradient norm of each
-  block's feed-forward weights at initialisation, one row per seed;
-- :func:`branch_gains_over_seeds` — why a SwiGLU branch turns Fig. 3's post-norm profile over;
-- :func:`depth_profiles` — the residual stream and the gradient profile for every depth L,
-  precomputed for :func:`depth_slider`;
-- :func:`residual_norms_over_seeds` — their Lemma 2: the residual stream's squared norm by
-  depth at initialisation;
-- :func:`stability_grid` — short training runs over learning rate × warmup × placement
-  (the full grid is the experiment record ``warmup_grid``);
-- :func:`first_update_by_depth` — what Adam's first update does to each block type;
-- :func:`lr_sweep_summary` — the record ``frontier_lr_sweep`` (Wortsman et al.'s proxy).
+The numbers come from :mod:`prenorm_lib.lab.placement_measurements`; the diagrams from
+:mod:`prenorm_lib.lab.figures.placement_diagrams`. Every block variant has one colour *and*
+one line style or marker, the same in every figure, so no two lines are told apart by colour
+alone.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
-from matplotlib.patches import Circle, FancyBboxPatch, Rectangle
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
-from prenorm_lib.lab import probes
-from prenorm_lib.lab.data import Corpus, get_batch, make_corpus
+from prenorm_lib.lab.data import Corpus, make_corpus
 from prenorm_lib.lab.experiments import warmup_grid
+from prenorm_lib.lab.figures.placement_diagrams import prenorm_vs_postnorm_diagram
+from prenorm_lib.lab.placement_measurements import (
+    _over_finite,
+    branch_gains_over_seeds,
+    depth_profiles,
+    fig3_grad_norms,
+    first_update_by_depth,
+    grid_summary,
+    lemma2_bounds,
+    lr_sweep_summary,
+    residual_norms_over_seeds,
+)
 from prenorm_lib.lab.plotting import COLORS, mean_band
 from prenorm_lib.lab.sliders import LiveFigure
-from prenorm_lib.lab.train import OUTCOMES, History, TrainConfig, build_model, train
+from prenorm_lib.lab.train import History
 
 PLACEMENT_LABELS = {
     "pre": "pre-norm",
@@ -54,12 +53,23 @@ VARIANT_STYLES = {
     "none, scaled init": (COLORS["none"], "--"),
     "deepnorm": (COLORS["gelu"], "-"),
     "pre-norm": (COLORS["pre"], "-"),
-    "pre-norm + QK-norm": (COLORS["pre"], "--"),
-    "sandwich": (COLORS["silu"], "-"),
-    "OLMo 2 (reordered + QK-norm)": (COLORS["swiglu"], "-"),
-    "DeepNorm": (COLORS["gelu"], "-"),
-    "ReZero": ("#8c564b", "-"),
+    "pre-norm + per-head QK-norm (Qwen3)": (COLORS["pre"], "--"),
+    "sandwich": (COLORS["silu"], "-."),
+    "OLMo 2 (reordered + flat QK-norm)": (COLORS["swiglu"], (0, (5, 1, 1, 1, 1, 1))),
+    "DeepNorm": (COLORS["gelu"], (0, (8, 2))),
+    "ReZero": ("#8c564b", (0, (1, 2))),
     "post-norm": (COLORS["post"], "-"),
+}
+# the second cue of the frontier sweep: one marker per block type, so that lines of similar
+# colour (DeepNorm and post-norm, pre-norm and OLMo 2 under deuteranopia) stay apart
+VARIANT_MARKERS = {
+    "pre-norm": "o",
+    "pre-norm + per-head QK-norm (Qwen3)": "s",
+    "sandwich": "^",
+    "OLMo 2 (reordered + flat QK-norm)": "v",
+    "DeepNorm": "X",
+    "ReZero": "P",
+    "post-norm": "*",
 }
 
 
@@ -70,156 +80,6 @@ def variant_style(variant: str) -> tuple[str, str]:
 
 def _label(variant: str) -> str:
     return PLACEMENT_LABELS.get(variant, variant)
-
-# ---------------------------------------------------------------------------------------
-# Block diagrams
-# ---------------------------------------------------------------------------------------
-
-_STREAM_COLOR = "#222222"
-_BOX_W, _BOX_H = 2.3, 0.5
-_BRANCH_X = 2.75
-_GAP = 0.06  # arrows stop this short of the box they point at, so no head touches a label
-_TEXT_PT = 10.5
-
-
-def _box(ax, x: float, y: float, text: str, color: str, width: float = _BOX_W) -> None:
-    ax.add_patch(FancyBboxPatch(
-        (x - width / 2, y - _BOX_H / 2), width, _BOX_H, boxstyle="round,pad=0.02,rounding_size=0.08",
-        facecolor=color, edgecolor="#333333", linewidth=1.0, zorder=3,
-    ))
-    ax.text(x, y, text, ha="center", va="center", fontsize=_TEXT_PT, zorder=4,
-            color="white" if color in (COLORS["pre"], COLORS["post"]) else "#111111")
-
-
-def _plus(ax, x: float, y: float) -> None:
-    ax.add_patch(Circle((x, y), 0.19, facecolor="white", edgecolor=_STREAM_COLOR, linewidth=1.4, zorder=3))
-    ax.text(x, y, "+", ha="center", va="center", fontsize=13, zorder=4)
-
-
-def _arrow(ax, start: tuple[float, float], end: tuple[float, float], color: str = "#555555", lw: float = 1.2):
-    ax.annotate("", xy=end, xytext=start, zorder=2,
-                arrowprops=dict(arrowstyle="-|>", color=color, lw=lw, shrinkA=0, shrinkB=0, mutation_scale=12))
-
-
-def _branch(ax, y_split: float, y_join: float, boxes: Sequence[tuple[str, str]]) -> None:
-    """A side branch: leaves the stream at ``y_split``, runs up through ``boxes``, re-enters at a ⊕."""
-    ax.plot([0, _BRANCH_X], [y_split, y_split], color="#555555", lw=1.2, zorder=1)
-    ax.add_patch(Circle((0, y_split), 0.06, color=_STREAM_COLOR, zorder=3))
-    step = (y_join - y_split) / (len(boxes) + 1)
-    previous = y_split
-    for i, (text, color) in enumerate(boxes, start=1):
-        y = y_split + i * step
-        _arrow(ax, (_BRANCH_X, previous), (_BRANCH_X, y - _BOX_H / 2 - _GAP))
-        _box(ax, _BRANCH_X, y, text, color)
-        previous = y + _BOX_H / 2
-    ax.plot([_BRANCH_X, _BRANCH_X], [previous, y_join], color="#555555", lw=1.2, zorder=1)
-    _arrow(ax, (_BRANCH_X, y_join), (0.19 + _GAP, y_join))
-    _plus(ax, 0, y_join)
-
-
-def _stream(ax, y_from: float, y_to: float) -> None:
-    """A stretch of the residual stream, its head stopping short of what it enters."""
-    _arrow(ax, (0, y_from), (0, y_to - _GAP), color=_STREAM_COLOR, lw=2.4)
-
-
-def draw_block_diagram(ax, placement: str) -> None:
-    """Draw one pre-norm or post-norm block inside the LM on ``ax`` (boxes and arrows).
-
-    The residual stream is the thick vertical line on the left. In the pre-norm drawing
-    it runs straight from the embeddings to the final norm — only ⊕ joins sit on it; in
-    the post-norm drawing each ⊕ is followed by a norm *on* the stream.
-    """
-    if placement not in ("pre", "post"):
-        raise ValueError(f"placement must be 'pre' or 'post', got {placement!r}")
-    norm_color = COLORS[placement]
-    attn_color, ffn_color = "#dfe7f2", "#e9dcf2"
-    attention, feed_forward = "causal MHSA\n+ RoPE", "SwiGLU FFN"
-    _box(ax, 0, 0, "token embeddings", "#eeeeee")
-    ax.add_patch(Rectangle((-1.4, 0.55), 5.6, 5.6, fill=False, linestyle="--", edgecolor="#888888", lw=1.0))
-    ax.text(4.1, 0.68, "× L blocks", ha="right", va="bottom", fontsize=_TEXT_PT, color="#555555")
-    if placement == "pre":
-        _branch(ax, 0.95, 3.05, [("ln1: RMSNorm", norm_color), (attention, attn_color)])
-        _branch(ax, 3.45, 5.8, [("ln2: RMSNorm", norm_color), (feed_forward, ffn_color)])
-        _stream(ax, _BOX_H / 2, 3.05 - 0.19)
-        _stream(ax, 3.05 + 0.19, 5.8 - 0.19)
-        _stream(ax, 5.8 + 0.19, 6.65 - _BOX_H / 2)
-        _box(ax, 0, 6.65, "ln_final: RMSNorm", norm_color)
-        ax.text(-1.6, 3.2, "residual stream:\nx reaches the\ntop untouched", ha="right", va="center",
-                fontsize=_TEXT_PT, color="#333333")
-        title = "pre-norm: x + Attn(Norm(x)), h + FFN(Norm(h))"
-    else:
-        _branch(ax, 0.95, 2.45, [(attention, attn_color)])
-        _box(ax, 0, 3.05, "ln1: RMSNorm", norm_color)
-        _branch(ax, 3.6, 5.1, [(feed_forward, ffn_color)])
-        _box(ax, 0, 5.7, "ln2: RMSNorm", norm_color)
-        _stream(ax, _BOX_H / 2, 2.45 - 0.19)
-        _stream(ax, 2.45 + 0.19, 3.05 - _BOX_H / 2)
-        _stream(ax, 3.05 + _BOX_H / 2, 5.1 - 0.19)
-        _stream(ax, 5.1 + 0.19, 5.7 - _BOX_H / 2)
-        ax.plot([0, 0], [5.7 + _BOX_H / 2, 6.65], color=_STREAM_COLOR, lw=2.4, zorder=1)
-        ax.text(0.25, 6.7, "no final norm: the last\nblock already ends in one", ha="left", va="center",
-                fontsize=_TEXT_PT, color="#555555")
-        ax.text(-1.6, 3.2, "residual stream:\nrenormalised\nafter every sum", ha="right", va="center",
-                fontsize=_TEXT_PT, color="#333333")
-        title = "post-norm: Norm(x + Attn(x)), Norm(z + FFN(z))"
-    _stream(ax, 6.65 + (_BOX_H / 2 if placement == "pre" else 0), 7.55 - _BOX_H / 2)
-    _box(ax, 0, 7.55, "lm_head → logits", "#eeeeee")
-    ax.set_title(title, fontsize=12)
-    ax.set_xlim(-3.7, 4.3)
-    ax.set_ylim(-0.4, 7.95)
-    ax.set_aspect("equal")
-    ax.axis("off")
-
-
-def prenorm_vs_postnorm_diagram() -> plt.Figure:
-    """The two blocks side by side, inside the language model."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 5.6))
-    for ax, placement in zip(axes, ("pre", "post"), strict=True):
-        draw_block_diagram(ax, placement)
-    return fig
-
-
-# ---------------------------------------------------------------------------------------
-# Xiong et al. 2020 at initialisation: Fig. 3 and Lemma 2
-# ---------------------------------------------------------------------------------------
-
-
-def _init_batch(corpus: Corpus, seed: int, batch_size: int, context_length: int):
-    generator = torch.Generator().manual_seed(10_000 + seed)
-    return get_batch(corpus.train_ids, batch_size, context_length, generator)  # (B, T) each
-
-
-def ffn_grad_norms_over_seeds(
-    corpus: Corpus, placement: str, num_layers: int = 6, seeds: Iterable[int] = range(8),
-    batch_size: int = 8, context_length: int = 32, weight: str = "all", **options,
-) -> np.ndarray:
-    """(n_seeds, num_layers): per block, the gradient norm of its FFN weights at initialisation.
-
-    Each seed builds a fresh model (:func:`prenorm_lib.lab.train.build_model`, with ``options``
-    such as ``ffn="relu"``) and draws its own training batch;
-    :func:`prenorm_lib.lab.probes.ffn_grad_norms_by_layer` takes one backward pass.
-    """
-    rows = []
-    for seed in seeds:
-        model = build_model(corpus, seed, norm=placement, num_layers=num_layers, context_length=context_length,
-                            **options)
-        x, y = _init_batch(corpus, seed, batch_size, context_length)
-        rows.append(probes.ffn_grad_norms_by_layer(model, x, y, weight=weight))
-    return np.array(rows)
-
-
-def residual_norms_over_seeds(
-    corpus: Corpus, placement: str, num_layers: int = 6, seeds: Iterable[int] = range(8),
-    batch_size: int = 8, context_length: int = 32, **options,
-) -> np.ndarray:
-    """(n_seeds, num_layers + 1): mean ‖x_l‖² of the residual stream at depth l = 0 … L, at init."""
-    rows = []
-    for seed in seeds:
-        model = build_model(corpus, seed, norm=placement, num_layers=num_layers, context_length=context_length,
-                            **options)
-        x, _ = _init_batch(corpus, seed, batch_size, context_length)
-        rows.append(probes.residual_norms(model, x))
-    return np.array(rows)
 
 
 def _draw_grad_norms(ax, norms: Mapping[str, np.ndarray]) -> None:
@@ -243,17 +103,9 @@ def plot_fig3_by_ffn(grads: Mapping[str, Mapping[str, np.ndarray]]) -> plt.Figur
         _draw_grad_norms(ax, norms)
         n_seeds = next(iter(norms.values())).shape[0]
         ax.set_title(f"{FFN_TITLES.get(ffn, ffn)}, {n_seeds} seeds")
-    axes[0, 0].set_ylabel("‖∂loss/∂W_FFN‖ at init")
+    axes[0, 0].set_ylabel(r"$\|\partial\,\mathrm{loss}/\partial W_{\mathrm{FFN}}\|$ at init")
     axes[0, 0].legend(loc="lower left")
     return fig
-
-
-def fig3_grad_norms(corpus: Corpus, ffns: Sequence[str] = ("relu", "swiglu"), seeds: Iterable[int] = range(8),
-                    num_layers: int = 6) -> dict[str, dict[str, np.ndarray]]:
-    """``{ffn: {placement: (n_seeds, num_layers)}}``: Fig. 3's measurement for each FFN, pre and post."""
-    seeds = list(seeds)
-    return {ffn: {p: ffn_grad_norms_over_seeds(corpus, p, num_layers=num_layers, seeds=seeds, ffn=ffn)
-                  for p in ("pre", "post")} for ffn in ffns}
 
 
 def xiong_fig3_grad_norms() -> plt.Figure:
@@ -261,36 +113,6 @@ def xiong_fig3_grad_norms() -> plt.Figure:
     return plot_fig3_by_ffn(fig3_grad_norms(make_corpus()))
 
 
-# ---------------------------------------------------------------------------------------
-# Why SwiGLU turns post-norm's profile over: the gains of a branch
-# ---------------------------------------------------------------------------------------
-
-
-def branch_gains_over_seeds(
-    corpus: Corpus, ffn: str, seeds: Iterable[int] = range(4), num_layers: int = 6, placement: str = "post",
-    batch_size: int = 8, context_length: int = 32,
-) -> dict[str, np.ndarray]:
-    """(n_seeds, L) arrays: :func:`prenorm_lib.lab.probes.branch_gains`, and for post-norm the gradient's
-    growth through each sub-layer on its way down.
-
-    ``"attn_factor"`` and ``"ffn_factor"`` of block l are ‖∂loss/∂(sub-layer input)‖ /
-    ‖∂loss/∂(sub-layer output)‖ (:func:`prenorm_lib.lab.probes.stream_gradient_norms` with
-    ``sublayers=True``); their product is the block's factor. ``"shared"`` (n_seeds, L + 1)
-    is :func:`prenorm_lib.lab.probes.shared_fraction_by_depth`.
-    """
-    rows: dict[str, list] = {}
-    for seed in seeds:
-        model = build_model(corpus, seed, norm=placement, num_layers=num_layers, ffn=ffn,
-                            context_length=context_length)
-        x, y = _init_batch(corpus, seed, batch_size, context_length)
-        for name, values in probes.branch_gains(model, x, y).items():
-            rows.setdefault(name, []).append(values)
-        rows.setdefault("shared", []).append(probes.shared_fraction_by_depth(model, x))
-        if placement == "post":
-            stream = np.array(probes.stream_gradient_norms(model, x, y, sublayers=True))  # x_0, z_1, y_1, z_2, …
-            rows.setdefault("attn_factor", []).append(stream[0:-1:2] / stream[1::2])
-            rows.setdefault("ffn_factor", []).append(stream[1::2] / stream[2::2])
-    return {name: np.array(values) for name, values in rows.items()}
 
 
 def plot_branch_gains(gains: Mapping[str, Mapping[str, np.ndarray]]) -> plt.Figure:
@@ -306,8 +128,8 @@ def plot_branch_gains(gains: Mapping[str, Mapping[str, np.ndarray]]) -> plt.Figu
     x = np.arange(len(kinds))
     forward = [gains[k]["ffn_forward"].mean() for k in kinds]
     backward = [gains[k]["ffn_backward"].mean() for k in kinds]
-    ax.bar(x - 0.19, forward, width=0.36, color=COLORS["input"], label="forward ‖F(u)‖²/‖u‖²")
-    ax.bar(x + 0.19, backward, width=0.36, color=COLORS["output"], label="backward ‖J_Fᵀg‖²/‖g‖²")
+    ax.bar(x - 0.19, forward, width=0.36, color=COLORS["input"], label=r"forward $\|F(u)\|^2/\|u\|^2$")
+    ax.bar(x + 0.19, backward, width=0.36, color=COLORS["output"], label=r"backward $\|J_F^\top g\|^2/\|g\|^2$")
     for i, (f, b) in enumerate(zip(forward, backward, strict=True)):
         ax.text(i, max(f, b) + 0.012, f"ratio {b / f:.1f}", ha="center", va="bottom")
     ax.set_xticks(x, [FFN_TITLES.get(k, k).split(" (")[0] for k in kinds])
@@ -322,52 +144,21 @@ def plot_branch_gains(gains: Mapping[str, Mapping[str, np.ndarray]]) -> plt.Figu
         depths = np.arange(shared.shape[1])
         ax_shared.plot(depths, shared.mean(axis=0), "o-", color=color, markersize=4,
                        label=FFN_TITLES.get(kind, kind).split(" (")[0])
-    ax_shared.set(xlabel="depth l (0 = embeddings)", ylabel="share common to all positions", ylim=(0, 1),
+    ax_shared.set(xlabel=r"depth $l$ (0 = embeddings)", ylabel="share common to all positions", ylim=(0, 1),
                   title="The post-norm stream at init")
     ax_shared.legend(loc="upper left")
     return fig
 
 
-# ---------------------------------------------------------------------------------------
-# Depth: the residual stream and the gradient profile for every L (the slider)
-# ---------------------------------------------------------------------------------------
 
 
-def depth_profiles(
-    corpus: Corpus, depths: Sequence[int], placements: Sequence[str] = ("pre", "post"),
-    seeds: Iterable[int] = range(3), ffn: str = "relu", batch_size: int = 8, context_length: int = 32,
-) -> dict:
-    """Everything the depth slider shows, for stacks of every depth L in ``depths``, at initialisation.
-
-    Returns ``{"depths": [...], "d_model": d, "stream": {p: [(L + 1,) mean ‖x_l‖²]},
-    "grads": {p: [(L,) mean FFN gradient by layer]}, "last": {p: (n_seeds, len(depths))}}``;
-    "last" is the last block's FFN gradient (Theorem 1).
-    """
-    seeds = list(seeds)
-    profiles: dict = {"depths": list(depths), "stream": {}, "grads": {}, "last": {}}
-    for placement in placements:
-        streams, grads, last = [], [], []
-        for L in depths:
-            stream_runs, grad_runs = [], []
-            for seed in seeds:
-                model = build_model(corpus, seed, norm=placement, num_layers=L, ffn=ffn, context_length=context_length)
-                x, y = _init_batch(corpus, seed, batch_size, context_length)
-                stream_runs.append(probes.residual_norms(model, x))
-                grad_runs.append(probes.ffn_grad_norms_by_layer(model, x, y))
-            streams.append(np.mean(stream_runs, axis=0))
-            grads.append(np.mean(grad_runs, axis=0))
-            last.append([run[-1] for run in grad_runs])
-        profiles["stream"][placement] = streams
-        profiles["grads"][placement] = grads
-        profiles["last"][placement] = np.array(last).T
-    profiles["d_model"] = model.token_embeddings.embedding_dim
-    return profiles
-
-
-def depth_slider(profiles: Mapping) -> LiveFigure:
+def depth_slider(profiles: Mapping, initial: int | None = None) -> LiveFigure:
     """Slider over the depth L: the stream's ‖x_l‖²/d (with Lemma 2's band) and the FFN gradient by layer.
 
     Everything is precomputed (:func:`depth_profiles`); a move only swaps the lines' data.
+    ``initial`` is the depth drawn first (the middle one by default): a notebook that moves
+    the slider while it runs should leave it there, so the stored picture and the stored
+    slider value agree.
     """
     depths, d_model = list(profiles["depths"]), profiles["d_model"]
     placements = list(profiles["stream"])
@@ -386,9 +177,9 @@ def depth_slider(profiles: Mapping) -> LiveFigure:
     top_stream = max(float(s[-1]) for runs in profiles["stream"].values() for s in runs) / d_model
     top_grad = max(float(g.max()) for runs in profiles["grads"].values() for g in runs)
     ax_stream.set(xlim=(-0.3, max_depth + 0.3), ylim=(0, 1.08 * max(top_stream, high[-1] / d_model)),
-                  xlabel="depth l (0 = embeddings)", ylabel="mean ‖x_l‖² / d")
+                  xlabel=r"depth $l$ (0 = embeddings)", ylabel=r"mean $\|x_l\|^2/d$")
     ax_grad.set(xlim=(0.7, max_depth + 0.3), ylim=(0, 1.12 * top_grad), xlabel="layer (input side = 1)",
-                ylabel="‖∂loss/∂W_FFN‖")
+                ylabel=r"$\|\partial\,\mathrm{loss}/\partial W_{\mathrm{FFN}}\|$")
     for ax in (ax_stream, ax_grad):  # few ticks: tick labels are most of what a frame costs to draw
         ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(nbins=4))
@@ -408,16 +199,11 @@ def depth_slider(profiles: Mapping) -> LiveFigure:
                            for p in placements)
         grad_title.set_text(f"last/first: {ratios}" if L > 1 else "FFN gradient, L = 1")
 
-    slider = widgets.SelectionSlider(options=depths, value=depths[len(depths) // 2], description="depth L",
+    slider = widgets.SelectionSlider(options=depths, value=depths[len(depths) // 2] if initial is None else initial,
+                                     description="depth L",
                                      continuous_update=True)
     return LiveFigure(fig, update, {"L": slider},
                       "Residual stream and FFN gradient by layer at initialisation (slider: depth L)")
-
-
-def lemma2_bounds(depths: np.ndarray, d_model: int) -> tuple[np.ndarray, np.ndarray]:
-    """Xiong et al.'s Lemma 2 bounds on E‖x_l‖² for pre-norm: (1 + l/2)·d and (1 + 3l/2)·d."""
-    depths = np.asarray(depths, dtype=float)
-    return (1 + depths / 2) * d_model, (1 + 3 * depths / 2) * d_model
 
 
 def plot_residual_norms(norms: Mapping[str, np.ndarray], d_model: int) -> plt.Figure:
@@ -444,8 +230,8 @@ def plot_residual_norms(norms: Mapping[str, np.ndarray], d_model: int) -> plt.Fi
             line = mean_band(ax, depths[:shown], runs[:, :shown], label, color=color, spread="minmax")
             line.set_linestyle(style)
             ax.plot(depths[:shown], runs[:, :shown].mean(axis=0), "o", color=color, markersize=4)
-        ax.set_xlabel("depth l (0 = embeddings)")
-        ax.set_ylabel("mean ‖x_l‖²")
+        ax.set_xlabel(r"depth $l$ (0 = embeddings)")
+        ax.set_ylabel(r"mean $\|x_l\|^2$")
     ax_lin.legend(loc="upper left")
     ax_log.legend(loc="upper left", fontsize=10)
     ax_lin.set_ylim(bottom=0)
@@ -466,69 +252,18 @@ def plot_last_layer_grad_by_depth(grads: Mapping[str, np.ndarray], depths: Seque
     if "pre" in grads:
         start = grads["pre"].mean(axis=0)[0]
         ax.plot(depths_arr, start * np.sqrt(depths_arr[0] / depths_arr), ":", color=COLORS["reference"],
-                label="∝ 1/√L")
+                label=r"$\propto 1/\sqrt{L}$")
     ax.set_xscale("log", base=2)
     ax.set_xticks(depths_arr, [str(d) for d in depths])
     ax.minorticks_off()
     ax.set_xlabel("number of layers L")
-    ax.set_ylabel("last block's ‖∂loss/∂W_FFN‖")
+    ax.set_ylabel(r"last block's $\|\partial\,\mathrm{loss}/\partial W_{\mathrm{FFN}}\|$")
     ax.set_ylim(bottom=0)
     ax.set_title("Theorem 1: last-layer gradient vs depth")
     ax.legend(loc="lower left")
     return fig
 
 
-# ---------------------------------------------------------------------------------------
-# Training stability: learning rate × warmup × placement
-# ---------------------------------------------------------------------------------------
-
-
-def stability_grid(
-    corpus: Corpus, config: TrainConfig, placements: Sequence[str], lrs: Sequence[float],
-    warmups: Sequence[int], seeds: Sequence[int] = (0,), num_layers: int = 6,
-) -> dict[tuple[str, int, float, int], History]:
-    """Train one small model per (placement, warmup, lr, seed); key → its History.
-
-    The full grid, with more seeds and the controls, is the experiment record ``warmup_grid``.
-    """
-    results = {}
-    for placement in placements:
-        for warmup in warmups:
-            for lr in lrs:
-                for seed in seeds:
-                    run_config = replace(config, lr=lr, warmup_steps=warmup, seed=seed)
-                    model = build_model(corpus, seed, norm=placement, num_layers=num_layers,
-                                        context_length=config.context_length)
-                    results[(placement, warmup, lr, seed)] = train(model, corpus, run_config, progress=False)
-    return results
-
-
-def grid_summary(record) -> dict[tuple[str, int, float], dict]:
-    """The ``warmup_grid`` record by cell (block, warmup, lr): every seed's outcome and final loss.
-
-    Each value holds ``"outcomes"`` (one per seed, in seed order), ``"losses"`` (final
-    validation loss, nan where the run diverged), ``"loss_mean"`` (over the seeds that
-    finished, nan if none did), ``"diverged_at"`` and ``"label"``, the text of the cell:
-    "trains 5/5", or the counts when seeds disagree.
-    """
-    config = record.config
-    runs = [run["cells"] for _, run in record.by_seed()]
-    summary = {}
-    for block in config["blocks"]:
-        for warmup in config["warmups"]:
-            for lr in config["lrs"]:
-                cells = [cells[warmup_grid.cell_key(block, lr, warmup)] for cells in runs]
-                outcomes = [cell["outcome"] for cell in cells]
-                counts = {o: outcomes.count(o) for o in OUTCOMES if o in outcomes}
-                losses = [math.nan if c["final_val_loss"] is None else c["final_val_loss"] for c in cells]
-                summary[(block, warmup, lr)] = {
-                    "outcomes": outcomes,
-                    "losses": losses,
-                    "loss_mean": float(mean_over_finite(np.array([losses]).T)[0]),
-                    "diverged_at": [c["diverged_at"] for c in cells],
-                    "label": "\n".join(f"{o} {n}/{len(outcomes)}" for o, n in counts.items()),
-                }
-    return summary
 
 
 def plot_stability_grid(
@@ -599,39 +334,6 @@ def plot_loss_curves(histories: Mapping[str, History], reference: float | None =
     return fig
 
 
-# ---------------------------------------------------------------------------------------
-# Why warmup: Adam's first update, and how much it moves each model (Xiong vs Liu et al.)
-# ---------------------------------------------------------------------------------------
-
-
-def first_update_by_depth(
-    corpus: Corpus, variants: Mapping[str, Mapping], depths: Sequence[int], seeds: Iterable[int] = range(3),
-    lr: float = 1e-3, batch_size: int = 16, context_length: int = 16,
-) -> dict[str, dict]:
-    """For each variant (name → build_model options) and depth L: :func:`probes.adam_first_step`.
-
-    Returns ``{variant: {"output_change": (n_seeds, len(depths)), "update_ratio": [per seed,
-    per depth, (L,) by block], "gradient": [same]}}``: the change of the final representation
-    after one Adam update of size ``lr``, and what the update and the gradient were per block.
-    """
-    seeds = list(seeds)
-    results = {}
-    for name, options in variants.items():
-        change = np.zeros((len(seeds), len(depths)))
-        ratios, gradients = [], []
-        for i, seed in enumerate(seeds):
-            ratios.append([])
-            gradients.append([])
-            for j, L in enumerate(depths):
-                model = build_model(corpus, seed, num_layers=L, context_length=context_length, **options)
-                x, y = _init_batch(corpus, seed, batch_size, context_length)
-                step = probes.adam_first_step(model, x, y, lr)
-                change[i, j] = step["output_change"]
-                blocks = [f"layers.{b}" for b in range(L)]
-                ratios[i].append(np.array([step["update_ratio"][b] for b in blocks]))
-                gradients[i].append(np.array([step["gradient"][b] for b in blocks]))
-        results[name] = {"output_change": change, "update_ratio": ratios, "gradient": gradients}
-    return results
 
 
 def plot_first_update(results: Mapping[str, dict], depths: Sequence[int], at_depth: int,
@@ -668,9 +370,6 @@ def plot_first_update(results: Mapping[str, dict], depths: Sequence[int], at_dep
     return fig
 
 
-# ---------------------------------------------------------------------------------------
-# The trained LM: loss and subject-verb agreement over training
-# ---------------------------------------------------------------------------------------
 
 
 def plot_training_with_agreement(history: History, reference: float | None = None) -> plt.Figure:
@@ -694,46 +393,6 @@ def plot_training_with_agreement(history: History, reference: float | None = Non
     return fig
 
 
-# ---------------------------------------------------------------------------------------
-# The frontier: Wortsman et al.'s learning-rate sweep per block type
-# ---------------------------------------------------------------------------------------
-
-
-def _over_finite(runs: np.ndarray, reduce) -> np.ndarray:
-    runs = np.asarray(runs, dtype=float)
-    return np.array([reduce(column[np.isfinite(column)]) if np.isfinite(column).any() else np.nan
-                     for column in runs.T])
-
-
-def mean_over_finite(runs: np.ndarray) -> np.ndarray:
-    """Column means over the finite entries of (n_seeds, n) ``runs``; nan where no seed finished (no warning)."""
-    return _over_finite(runs, np.mean)
-
-
-def median_over_finite(runs: np.ndarray) -> np.ndarray:
-    """Column medians over the finite entries of (n_seeds, n) ``runs``; nan where no seed finished."""
-    return _over_finite(runs, np.median)
-
-
-def lr_sweep_summary(record) -> dict[str, dict[str, np.ndarray]]:
-    """The ``frontier_lr_sweep`` record per block type: (n_seeds, n_lrs) arrays, nan where a run diverged.
-
-    ``"loss"``: final validation loss; ``"logit"``: the largest attention logit at the end
-    of training; ``"loss_mean"`` and ``"logit_median"`` (n_lrs,): over the seeds that
-    finished, nan if none did; ``"diverged"`` (n_lrs,): how many seeds diverged.
-    """
-    lrs = record.config["lrs"]
-    summary = {}
-    for block in record.config["blocks"]:
-        loss, logit = [], []
-        for _, runs in record.by_seed():
-            cells = [runs[f"{block}|{lr:g}"] for lr in lrs]
-            loss.append([math.nan if c["diverged_at"] is not None else c["final_val_loss"] for c in cells])
-            logit.append([math.nan if c["diverged_at"] is not None else c["max_logit"][-1] for c in cells])
-        loss, logit = np.array(loss), np.array(logit)
-        summary[block] = {"loss": loss, "logit": logit, "loss_mean": mean_over_finite(loss),
-                          "logit_median": median_over_finite(logit), "diverged": (~np.isfinite(loss)).sum(axis=0)}
-    return summary
 
 
 def plot_lr_sweep(summary: Mapping[str, Mapping[str, np.ndarray]], lrs: Sequence[float]) -> plt.Figure:
@@ -749,7 +408,8 @@ def plot_lr_sweep(summary: Mapping[str, Mapping[str, np.ndarray]], lrs: Sequence
             shown = np.isfinite(center)
             low = _over_finite(runs, np.min)[shown]
             high = _over_finite(runs, np.max)[shown]
-            ax.plot(lrs_arr[shown], center[shown], "o" + style, color=color, markersize=4, label=block)
+            ax.plot(lrs_arr[shown], center[shown], linestyle=style, marker=VARIANT_MARKERS.get(block, "o"),
+                    color=color, markersize=6, label=block)
             ax.fill_between(lrs_arr[shown], low, high, color=color, alpha=0.15, linewidth=0)
     for ax in (ax_loss, ax_logit):
         ax.set_xscale("log")
@@ -757,14 +417,11 @@ def plot_lr_sweep(summary: Mapping[str, Mapping[str, np.ndarray]], lrs: Sequence
         ax.minorticks_off()
         ax.set_xlabel("peak learning rate")
     ax_loss.set(ylabel="final validation loss", title="LR sensitivity: loss")
-    ax_logit.set(ylabel="largest |attention logit|", yscale="log", title="Attention-logit growth")
+    ax_logit.set(ylabel=r"largest $|q\cdot k|/\sqrt{d_k}$", yscale="log", title="Attention-logit growth")
     fig.legend(*ax_loss.get_legend_handles_labels(), loc="outside right center", fontsize=10)
     return fig
 
 
-# ---------------------------------------------------------------------------------------
-# Registries: the key figure (make figures) and every drawing, checked for legibility
-# ---------------------------------------------------------------------------------------
 
 
 FIGURES = {
