@@ -77,9 +77,10 @@ bench: $(STAMP)
 site: $(STAMP)
 	$(PY) -m prenorm_course.site build
 
-## Classroom mode: make demo NB=03
+## Classroom mode: make demo NB=03 — PORT=8866 picks the port (default: Voilà's 8866 or the next free one),
+## DEMO_ARGS passes more Voilà options (e.g. DEMO_ARGS=--no-browser).
 demo: $(STAMP)
-	$(PY) -m prenorm_course.classroom $(NB)
+	$(PY) -m prenorm_course.classroom $(NB) $(if $(PORT),--port=$(PORT) --Voila.port_retries=0) $(DEMO_ARGS)
 
 clean:
 	rm -rf $(VENV) _site .pytest_cache

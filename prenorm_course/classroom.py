@@ -52,7 +52,8 @@ import nbformat
 
 from prenorm_course.stored_widgets import WIDGET_VIEW, descendants, widget_models
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+COURSE_ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = COURSE_ROOT / "notebooks"
 # A Jupyter data folder holding voila/templates/classroom; Voilà finds it through JUPYTER_PATH.
 ASSETS = Path(__file__).with_name("classroom_assets")
 TEMPLATE = "classroom"
@@ -63,7 +64,10 @@ PICTURE_MIME_TYPES = ("image/png", "image/jpeg", "image/svg+xml")
 # Widgets that carry a figure or move one: a LiveFigure (an Image), an interact (an Output), sliders.
 FIGURE_WIDGET_MODELS = ("ImageModel", "OutputModel")
 MAGIC = "classroom_view"
-LOAD_EXTENSION = f"%load_ext {__name__}"
+# The extension's module by its import name: under `python -m` this module's __name__ is
+# "__main__", which the dashboard's kernel cannot load (every cell then failed on the magic).
+EXTENSION = "prenorm_course.classroom"
+LOAD_EXTENSION = f"%load_ext {EXTENSION}"
 HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 TABLE_LINE = re.compile(r"^\s*\|")
 
@@ -300,9 +304,15 @@ def write_dashboard(source: Path, folder: Path) -> Path:
 
 
 def voila_environment(base: dict[str, str] | None = None) -> dict[str, str]:
-    """``base`` (default: this process's environment) with the classroom template on JUPYTER_PATH."""
+    """``base`` (default: this process's environment) with the classroom template on JUPYTER_PATH
+    and the course root on PYTHONPATH.
+
+    ``prenorm_course`` is not installed (only ``prenorm_lib`` is): the kernels Voilà starts,
+    in a temporary folder, import the extension from the checkout through PYTHONPATH.
+    """
     env = dict(os.environ if base is None else base)
     env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(ASSETS), env.get("JUPYTER_PATH", "")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(COURSE_ROOT), env.get("PYTHONPATH", "")]))
     return env
 
 

@@ -103,7 +103,14 @@ KNOWN_VOILA_WARNING = re.compile(
 # per-cell placeholders have appeared yet (before they do, "none pending" means nothing).
 PAINT_SCRIPT = """
 window.__prenormPaint = (() => {
-  const marks = { content: null, figure: null, placeholders: false };
+  const marks = { content: null, figure: null, placeholders: false, shift: 0 };
+  // Cumulative layout shift: every unexpected move of content already on screen, summed
+  // (Chromium's Layout Instability API; shifts right after an input do not count).
+  try {
+    new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) if (!entry.hadRecentInput) marks.shift += entry.value;
+    }).observe({ type: 'layout-shift', buffered: true });
+  } catch (error) { marks.shift = null; }
   const drawn = (e) => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
   const onScreen = (e) => drawn(e) && e.getBoundingClientRect().top < window.innerHeight;
   const look = () => {
