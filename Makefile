@@ -71,8 +71,9 @@ experiment: $(STAMP)
 figures: $(STAMP)
 	$(PY) -m prenorm_lib.lab.figures
 
+## The library against torch's own ops: make bench (REPEATS=5 for a quick look; default 30).
 bench: $(STAMP)
-	$(PY) -m prenorm_course.bench
+	$(PY) -m prenorm_course.bench $(if $(REPEATS),--repeats $(REPEATS))
 
 site: $(STAMP)
 	$(PY) -m prenorm_course.site build
