@@ -39,6 +39,8 @@ from ._servers import make_demo, static_site
 from ._widgets import KNOB, SLIDER, latency_summary, move_every_slider, over_budget
 
 CLASSROOM_WINDOW = {"width": 1366, "height": 768}
+LARGE_WINDOW = {"width": 1920, "height": 1080}
+LAYOUT_SHIFT_LIMIT = 0.1  # "good" cumulative layout shift (web.dev's threshold)
 FIRST_PAINT_LIMIT_MS = 10_000
 ALL_CELLS_TIMEOUT_MS = 600_000
 STALL_MS = 150_000  # longer than any one cell takes on the loaded 2-core machine
@@ -61,9 +63,11 @@ def open_classroom(page, server, name: str, artifacts: Path, query: str = "", pa
         raise AssertionError(f"{name}: {error}\nVoilà's log:\n{server.log_tail(60)}") from None
     page.wait_for_timeout(SETTLE_MS)
     figure = page.evaluate("() => window.__prenormPaint.figure")
+    preview = page.evaluate("() => window.__prenormPaint.preview")
     shift = page.evaluate("() => window.__prenormPaint.shift")
     kernel = json.loads(page.locator("#jupyter-config-data").text_content())["kernelId"]
     return {"first_paint_ms": round(painted), "first_figure_ms": figure and round(figure),
+            "first_stored_figure_ms": preview and round(preview),
             "all_cells_ms": round(done), "layout_shift": round(shift, 3), "kernel": kernel}
 
 
@@ -138,10 +142,21 @@ def check_classroom_view(page, server, course_notebook: Path, artifacts: Path, t
         "slow first paint": ([f"{timings['first_paint_ms']} ms"]
                              if timings["first_paint_ms"] > FIRST_PAINT_LIMIT_MS else []),
     }
+    problems["layout shift"] = [f"{timings['layout_shift']} (limit {LAYOUT_SHIFT_LIMIT})"] if (
+        timings["layout_shift"] is None or timings["layout_shift"] > LAYOUT_SHIFT_LIMIT) else []
+    problems["slider and figure off the screen (1366x768)"] = checks.sliders_taller_than_the_screen(page)
+    problems["sliders without words"] = checks.sliders_without_words(page)
+    problems["printed lines that do not fit"] = checks.overflowing_text(page)
     moves = move_every_slider(
         page, idle_selector=None,
         after_each=lambda index, scope: scope.screenshot(path=artifacts / f"demo_{stem}_slider{index}.png"),
     )
+    problems["sliders without words after moving"] = checks.sliders_without_words(page)
+    page.set_viewport_size(LARGE_WINDOW)
+    page.wait_for_timeout(SETTLE_MS)
+    page.screenshot(path=artifacts / f"demo_{stem}_1920x1080.png")
+    problems["slider and figure off the screen (1920x1080)"] = checks.sliders_taller_than_the_screen(page)
+    problems["printed lines that do not fit (1920x1080)"] = checks.overflowing_text(page)
     problems["errors after moving sliders"] = checks.error_outputs(page)
     budget = os.environ.get("PRENORM_SLIDER_BUDGET_MS")
     problems["slow sliders"] = over_budget(moves, float(budget)) if budget else []
