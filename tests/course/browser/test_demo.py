@@ -211,6 +211,9 @@ def test_each_check_fires_on_a_bad_page(page, voila_server, scratch: Path, artif
     leaving = block_external_requests(page)
     kernel = open_classroom(page, voila_server, FIXTURE_NAME, artifacts, query="?template=lab")["kernel"]
     page.screenshot(path=artifacts / "demo_fixture_plain_template.png")
+    # (The classroom kernel draws figures at 200 dpi, large even in the plain template: one is made small here.)
+    page.evaluate("() => { const img = document.querySelector('.jp-OutputArea-output img');"
+                  " img.style.width = '300px'; img.style.height = 'auto'; img.style.maxWidth = '300px'; }")
     assert checks.small_or_off_centre(page), "small figures went unseen"
     assert leaving, "requests to a CDN went unseen"
     page.route("**/voila/api/shutdown/**", lambda route: route.abort())
