@@ -71,15 +71,17 @@ experiment: $(STAMP)
 figures: $(STAMP)
 	$(PY) -m prenorm_lib.lab.figures
 
+## The library against torch's own ops: make bench (REPEATS=5 for a quick look; default 30).
 bench: $(STAMP)
-	$(PY) -m prenorm_course.bench
+	$(PY) -m prenorm_course.bench $(if $(REPEATS),--repeats $(REPEATS))
 
 site: $(STAMP)
 	$(PY) -m prenorm_course.site build
 
-## Classroom mode: make demo NB=03
+## Classroom mode: make demo NB=03 — PORT=8866 picks the port (default: Voilà's 8866 or the next free one),
+## DEMO_ARGS passes more Voilà options (e.g. DEMO_ARGS=--no-browser).
 demo: $(STAMP)
-	$(PY) -m prenorm_course.classroom $(NB)
+	$(PY) -m prenorm_course.classroom $(NB) $(if $(PORT),--port=$(PORT) --Voila.port_retries=0) $(DEMO_ARGS)
 
 clean:
 	rm -rf $(VENV) _site .pytest_cache

@@ -52,18 +52,25 @@ import nbformat
 
 from prenorm_course.stored_widgets import WIDGET_VIEW, descendants, widget_models
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+COURSE_ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = COURSE_ROOT / "notebooks"
 # A Jupyter data folder holding voila/templates/classroom; Voilà finds it through JUPYTER_PATH.
 ASSETS = Path(__file__).with_name("classroom_assets")
 TEMPLATE = "classroom"
 
 KEEP_TAG = "classroom"
 HIDE_TAG = "classroom-hide"
+# Tags the dashboard adds (the notebooks never carry them): the page styles cells by them.
+SILENT_TAG = "classroom-silent"  # runs, shows nothing: no placeholder while it runs
+PREVIEW_TAG = "classroom-preview"  # the stored picture, shown at once until the live one arrives
 PICTURE_MIME_TYPES = ("image/png", "image/jpeg", "image/svg+xml")
 # Widgets that carry a figure or move one: a LiveFigure (an Image), an interact (an Output), sliders.
 FIGURE_WIDGET_MODELS = ("ImageModel", "OutputModel")
 MAGIC = "classroom_view"
-LOAD_EXTENSION = f"%load_ext {__name__}"
+# The extension's module by its import name: under `python -m` this module's __name__ is
+# "__main__", which the dashboard's kernel cannot load (every cell then failed on the magic).
+EXTENSION = "prenorm_course.classroom"
+LOAD_EXTENSION = f"%load_ext {EXTENSION}"
 HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 TABLE_LINE = re.compile(r"^\s*\|")
 
@@ -170,7 +177,40 @@ def _code_cell(cell: nbformat.NotebookNode, pictures: set[str], models: dict) ->
     shown = (HIDE_TAG not in cell_tags and shows_picture_or_widget(cell, models)
              and not repeats_a_slider(cell, pictures))
     cell.source = f"%%{MAGIC} {'pictures' if shown else 'silent'}\n" + cell.source
+    if not shown:
+        cell.setdefault("metadata", {}).setdefault("tags", []).append(SILENT_TAG)
     return cell, shown
+
+
+def stored_pictures(cell: nbformat.NotebookNode, models: dict) -> list[tuple[str, bool]]:
+    """The PNGs (base64) the cell showed when the notebook was executed, in order, each with
+    whether a widget (a slider above it) draws it live: inline plots, a LiveFigure's first
+    frame, the plot an ``interact`` captured."""
+    found = []
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        if WIDGET_VIEW in data:
+            if "image/png" in data:
+                found.append((data["image/png"], True))
+                continue
+            for model in descendants(models, data[WIDGET_VIEW].get("model_id", "")):
+                if model.get("model_name") == "OutputModel":
+                    found += [(item["data"]["image/png"], True) for item in model.get("state", {}).get("outputs", [])
+                              if "image/png" in item.get("data", {})]
+        elif "image/png" in data:
+            found.append((data["image/png"], False))
+    return found
+
+
+def preview_cell(pictures: list[tuple[str, bool]]) -> nbformat.NotebookNode:
+    """A markdown cell showing stored pictures at once, in the place (and the size) of the
+    live ones; the page removes it when the cell below has drawn its own."""
+    parts = []
+    for png, live in pictures:
+        controls = '<div class="classroom-preview-controls"></div>' if live else ""
+        parts.append(f'<div class="classroom-preview">{controls}'
+                     f'<img src="data:image/png;base64,{png}" alt="" decoding="async"></div>')
+    return nbformat.v4.new_markdown_cell("\n".join(parts), metadata={"tags": [PREVIEW_TAG]})
 
 
 def dashboard(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -184,6 +224,10 @@ def dashboard(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
         index = len(cells)
         if cell.cell_type == "code":
             cell, shown = _code_cell(cell, pictures, models)
+            if shown and KEEP_TAG not in tags(cell) and (stored := stored_pictures(cell, models)):
+                cells.append(preview_cell(stored))
+                items.append((0, index, cells[-1].source))
+                index += 1
             cells.append(cell)
             if shown:
                 items.append((0, index, None))
@@ -266,6 +310,18 @@ def showing_only(shell, keep: Callable[[dict], bool]) -> Iterator[None]:
         sys.displayhook = hook
 
 
+# Figures drawn in the classroom: 2 PNG pixels per CSS pixel of a notebook's figure (the
+# house style's 100 dpi), so a figure stretched across a projector stays sharp.
+CLASSROOM_DPI = 200
+
+
+def sharpen_figures() -> None:
+    """Draw the next figures at :data:`CLASSROOM_DPI` (the notebook's set-up may have reset it)."""
+    import matplotlib as mpl
+
+    mpl.rcParams["figure.dpi"] = CLASSROOM_DPI
+
+
 def classroom_view(line: str, cell: str) -> None:
     """%%classroom_view pictures|silent: run the cell, showing only its figures, or nothing."""
     from IPython import get_ipython
@@ -274,6 +330,7 @@ def classroom_view(line: str, cell: str) -> None:
     if mode not in ("pictures", "silent"):
         raise ValueError(f"%%{MAGIC} takes 'pictures' or 'silent', got {mode!r}")
     shell = get_ipython()
+    sharpen_figures()
     with showing_only(shell, keeps_figure if mode == "pictures" else lambda data: False):
         shell.run_cell(cell)
 
@@ -281,6 +338,7 @@ def classroom_view(line: str, cell: str) -> None:
 def load_ipython_extension(shell) -> None:
     """`%load_ext prenorm_course.classroom`: registers the cell magic %%classroom_view."""
     shell.register_magic_function(classroom_view, magic_kind="cell", magic_name=MAGIC)
+    sharpen_figures()
 
 
 def find_notebook(number: str, folder: Path = NOTEBOOKS) -> Path:
@@ -300,9 +358,15 @@ def write_dashboard(source: Path, folder: Path) -> Path:
 
 
 def voila_environment(base: dict[str, str] | None = None) -> dict[str, str]:
-    """``base`` (default: this process's environment) with the classroom template on JUPYTER_PATH."""
+    """``base`` (default: this process's environment) with the classroom template on JUPYTER_PATH
+    and the course root on PYTHONPATH.
+
+    ``prenorm_course`` is not installed (only ``prenorm_lib`` is): the kernels Voilà starts,
+    in a temporary folder, import the extension from the checkout through PYTHONPATH.
+    """
     env = dict(os.environ if base is None else base)
     env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(ASSETS), env.get("JUPYTER_PATH", "")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(COURSE_ROOT), env.get("PYTHONPATH", "")]))
     return env
 
 

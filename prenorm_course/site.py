@@ -99,14 +99,68 @@ def first_heading_and_paragraph(notebook: nbformat.NotebookNode) -> tuple[str, s
     return title, description
 
 
+def slider_value(state: dict) -> str:
+    """The value a stored slider shows, as its readout does.
+
+    A selection slider (SelectionSlider) stores the position ``index`` into its
+    ``_options_labels``, not a ``value``; a log slider stores the value itself.
+    """
+    labels = state.get("_options_labels")
+    if labels is not None and state.get("index") is not None:
+        return str(labels[state["index"]])
+    if state.get("value") is None:
+        return "?"
+    return str(state["value"])
+
+
 def _slider_values(models: Iterable[dict]) -> list[str]:
     values = []
     for model in models:
         if model.get("model_name", "").endswith("SliderModel"):
             state = model.get("state", {})
             name = state.get("description") or "value"
-            values.append(f"{name} = {state.get('value')}")
+            values.append(f"{name} = {slider_value(state)}")
     return values
+
+
+# nbgrader's markers around a solution region: instructions for the exercise builder, not for a reader.
+SOLUTION_MARKER = re.compile(r"^[ \t]*### (?:BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
+DEFAULT_ALT = "A figure of the course notebook"
+
+
+def without_solution_markers(source: str) -> str:
+    """The code without nbgrader's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` lines."""
+    return SOLUTION_MARKER.sub("", source)
+
+
+def figure_alt(output: nbformat.NotebookNode, heading: str) -> str:
+    """The description of a stored picture: the alt the library stored with it (its figure's
+    titles), else a LiveFigure's one-line description, else the section it belongs to."""
+    alt = output.get("metadata", {}).get("image/png", {}).get("alt")
+    if alt:
+        return alt
+    text = output.get("data", {}).get("text/plain", "")
+    if isinstance(text, list):
+        text = "".join(text)
+    if text and not text.startswith("<Figure"):
+        return text.strip()
+    return f"{DEFAULT_ALT}: {heading}" if heading else DEFAULT_ALT
+
+
+def describe_figures(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Give every stored PNG an alt text (output metadata, as nbconvert and JupyterLab read it)."""
+    heading = ""
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("#"):
+                    heading = line.lstrip("#").strip()
+            continue
+        for output in cell.get("outputs", []):
+            if "image/png" in output.get("data", {}):
+                metadata = output.setdefault("metadata", {})
+                metadata.setdefault("image/png", {})["alt"] = figure_alt(output, heading)
+    return notebook
 
 
 def static_widget_outputs(output: nbformat.NotebookNode, models: dict) -> list[nbformat.NotebookNode]:
@@ -148,8 +202,9 @@ def make_static(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
             else:
                 outputs.append(output)
         cell.outputs = outputs
+        cell.source = without_solution_markers(cell.source)
     notebook.metadata.pop("widgets", None)
-    return notebook
+    return describe_figures(notebook)
 
 
 def check_executed(notebook: nbformat.NotebookNode, path: Path) -> None:

@@ -2,7 +2,9 @@
 
 One palette for the whole course: a variant keeps its colour from notebook to notebook
 (pre-norm is always the same blue, ReLU always the same grey), so a learner recognises
-it before reading the legend.
+it before reading the legend. The palette is Okabe and Ito's, made for colour-vision
+deficiency, and every line also gets a dash pattern (:data:`DASHES`), so lines stay apart
+in greyscale too; :func:`indistinguishable_lines` checks a figure for it.
 """
 
 from __future__ import annotations
@@ -14,26 +16,53 @@ import numpy as np
 
 FIGURES_DIR = Path(__file__).resolve().parents[2] / "figures"
 
+# Okabe & Ito's palette ("Color Universal Design", 2008): its colours stay apart for the
+# common colour-vision deficiencies. Yellow (#F0E442) is left out: too light on white.
+OKABE_ITO = {
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "bluish_green": "#009E73",
+    "reddish_purple": "#CC79A7",
+    "orange": "#E69F00",
+    "sky_blue": "#56B4E9",
+    "black": "#000000",
+    "grey": "#8C8C8C",
+}
+
 COLORS = {
     # normalisation placement
-    "pre": "#1f5fa8",
-    "post": "#d2552d",
-    "none": "#7a7a7a",
+    "pre": OKABE_ITO["blue"],
+    "post": OKABE_ITO["vermillion"],
+    "none": OKABE_ITO["grey"],
     # feed-forward variants
-    "relu": "#7a7a7a",
-    "silu": "#2a9d8f",
-    "gelu": "#b08a2e",
-    "swiglu": "#7b3fa0",
-    "geglu": "#b08a2e",  # GELU's colour: the gate is GELU
-    "reglu": "#1f5fa8",
-    "bilinear": "#c2407a",
+    "relu": OKABE_ITO["black"],
+    "silu": OKABE_ITO["bluish_green"],
+    "gelu": OKABE_ITO["orange"],
+    "swiglu": "#882255",  # Tol's wine: darker than Okabe-Ito's purple, apart from SiLU in greyscale too
+    "geglu": OKABE_ITO["orange"],  # GELU's colour: the gate is GELU
+    "reglu": OKABE_ITO["blue"],
+    "bilinear": OKABE_ITO["grey"],
     # generic roles
-    "input": "#9aa5b1",
-    "output": "#1f5fa8",
+    "input": "#A5A5A5",
+    "output": OKABE_ITO["blue"],
     "reference": "#222222",
-    "layernorm": "#d2552d",
-    "rmsnorm": "#1f5fa8",
+    "layernorm": OKABE_ITO["vermillion"],
+    "rmsnorm": OKABE_ITO["blue"],
 }
+
+# The second cue: colour is never the only thing that tells two lines apart. Lines drawn one
+# after another in an axes take the next colour *and* the next dash pattern (the cycle below
+# gives both, also to a line whose colour is set by hand); a variant named in the course keeps
+# its own pattern where a figure asks for it (``linestyle=LINESTYLES[name]``).
+DASHES = ["-", "--", ":", "-.", (0, (6, 2, 1, 2, 1, 2)), (0, (8, 3)), (0, (1, 3)), (0, (3, 2, 3, 5))]
+LINESTYLES = {
+    "pre": "-", "post": "--", "none": ":",
+    "relu": ":", "silu": "-.", "gelu": (0, (8, 3)), "swiglu": "-", "geglu": (0, (6, 2, 1, 2, 1, 2)),
+    "reglu": "--", "bilinear": (0, (1, 3)),
+    "layernorm": "--", "rmsnorm": "-", "reference": ":",
+}
+CYCLE_COLORS = [OKABE_ITO[name] for name in
+                ("blue", "vermillion", "bluish_green", "reddish_purple", "orange", "sky_blue", "black", "grey")]
 
 HOUSE_STYLE = {
     # Sized for a projector: at 100 dpi a 6.4-inch figure is 640 px wide, and no text is
@@ -50,6 +79,8 @@ HOUSE_STYLE = {
     "xtick.labelsize": 10,
     "ytick.labelsize": 10,
     "legend.fontsize": 10,
+    # Legends show the dash pattern: long enough handles to see it.
+    "legend.handlelength": 3.0,
     "axes.spines.top": False,
     "axes.spines.right": False,
     "axes.grid": True,
@@ -57,9 +88,9 @@ HOUSE_STYLE = {
     "grid.linewidth": 0.6,
     "legend.frameon": False,
     "lines.linewidth": 1.8,
-    "image.cmap": "viridis",
+    "image.cmap": "viridis",  # perceptually uniform and readable with colour-vision deficiency
     "svg.hashsalt": "prenorm",
-    "axes.prop_cycle": mpl.cycler(color=["#1f5fa8", "#d2552d", "#2a9d8f", "#7b3fa0", "#b08a2e", "#7a7a7a"]),
+    "axes.prop_cycle": mpl.cycler(color=CYCLE_COLORS) + mpl.cycler(linestyle=DASHES),
 }
 
 
@@ -187,4 +218,75 @@ def layout_problems(fig, min_pt: float = MIN_DISPLAYED_PT, tolerance_px: float =
                 label = line.get_label() if not line.get_label().startswith("_") else "a line"
                 problems.append(f"{int(outside.sum())} marker(s) of {label!r} lie outside the axes "
                                 f"{ax.get_title()!r}")
+    return problems
+
+
+# Colour-vision deficiency, simulated as Machado, Oliveira & Fernandes (2009), "A
+# physiologically-based model for simulation of color vision deficiency", IEEE TVCG 15(6),
+# severity 1.0 (dichromacy), applied to linear RGB; and greyscale as relative luminance.
+MACHADO_2009 = {
+    "protanopia": ((0.152286, 1.052583, -0.204868), (0.114503, 0.786281, 0.099216),
+                   (-0.003882, -0.048116, 1.051998)),
+    "deuteranopia": ((0.367322, 0.860646, -0.227968), (0.280085, 0.672501, 0.047413),
+                     (-0.011820, 0.042940, 0.968881)),
+}
+LUMINANCE = (0.2126, 0.7152, 0.0722)
+MIN_COLOUR_DIFFERENCE = 12.0  # CIELAB ΔE*ab below which two thin lines read as one colour
+
+
+def _linear(rgb):
+    rgb = np.asarray(rgb, dtype=float)
+    return np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+
+
+def _lab(linear_rgb):
+    """CIELAB (D65) of a linear sRGB colour."""
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ linear_rgb
+    xyz = xyz / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def seen_as(color, vision: str):
+    """CIELAB of ``color`` as seen with ``vision``: "normal", "protanopia", "deuteranopia" or "greyscale"."""
+    linear = _linear(mpl.colors.to_rgb(color))
+    if vision == "greyscale":
+        linear = np.full(3, float(np.dot(LUMINANCE, linear)))
+    elif vision in MACHADO_2009:
+        linear = np.clip(np.array(MACHADO_2009[vision]) @ linear, 0.0, 1.0)
+    elif vision != "normal":
+        raise ValueError(f"vision must be normal, protanopia, deuteranopia or greyscale, got {vision!r}")
+    return _lab(linear)
+
+
+def _second_cue(line) -> tuple:
+    """What tells a line apart besides its colour: dash pattern, marker, and width."""
+    _offset, dashes = line._unscaled_dash_pattern if hasattr(line, "_unscaled_dash_pattern") else (0, None)
+    pattern = "solid" if line.get_linestyle() in ("-", "solid") else (line.get_linestyle(), tuple(dashes or ()))
+    marker = line.get_marker() if line.get_marker() not in (None, "None", "", " ") else None
+    return pattern, marker, round(float(line.get_linewidth()), 1)
+
+
+def indistinguishable_lines(fig, visions=("deuteranopia", "protanopia", "greyscale"),
+                            min_difference: float = MIN_COLOUR_DIFFERENCE) -> list[str]:
+    """Pairs of labelled lines in one axes that only colour tells apart, and whose colours
+    merge for one of ``visions``; an empty list if every line keeps a cue for everyone."""
+    from matplotlib.lines import Line2D
+
+    problems = []
+    for ax in fig.axes:
+        lines = [line for line in ax.get_lines() if isinstance(line, Line2D) and line.get_visible()
+                 and not line.get_label().startswith("_") and len(line.get_xdata()) > 1
+                 and line.get_linestyle() not in ("None", "", " ")]
+        for i, a in enumerate(lines):
+            for b in lines[i + 1:]:
+                if _second_cue(a) != _second_cue(b):
+                    continue
+                for vision in visions:
+                    difference = float(np.linalg.norm(seen_as(a.get_color(), vision) - seen_as(b.get_color(), vision)))
+                    if difference < min_difference:
+                        problems.append(f"{ax.get_title() or 'an axes'!r}: {a.get_label()!r} and {b.get_label()!r} "
+                                        f"differ only by colour, and with {vision} by ΔE {difference:.1f} "
+                                        f"(under {min_difference:g})")
+                        break
     return problems

@@ -26,7 +26,24 @@ import matplotlib.pyplot as plt
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-__all__ = ["LiveFigure", "render_png"]
+__all__ = ["LiveFigure", "render_png", "value_text"]
+
+
+def value_text(name: str, control: widgets.ValueWidget) -> str:
+    """What a control says it is set to, for people who cannot see the knob: its name and the
+    value as its readout shows it ("Θ = 10 000", "depth L = 6", "β = 1"), never a position.
+
+    A selection slider's value is the option's label (not its index); a log slider's is the
+    value itself (not its exponent).
+    """
+    label = control.description or name
+    labels, index = getattr(control, "_options_labels", None), getattr(control, "index", None)
+    # A selection widget: the option's label (its `label` trait stays '' while index 0 is the first one set).
+    shown = labels[index] if labels is not None and index is not None else None
+    if shown is None:
+        value = control.value
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return f"{label} = {shown}"
 
 
 def render_png(fig: Figure) -> bytes:
@@ -81,8 +98,10 @@ class LiveFigure:
         self.image = widgets.Image(format="png")
         self._redraw()
         fig.set_layout_engine("none")  # positions fixed from the first frame on
-        for control in self.controls.values():
+        for name, control in self.controls.items():
             control.observe(self._on_change, names="value")
+            self._announce(name, control)
+            control.observe(lambda _change, name=name, control=control: self._announce(name, control), names="value")
         self.widget = widgets.VBox(
             [widgets.HBox(list(self.controls.values())), self.image, self.errors],
             layout=widgets.Layout(align_items="center"),
@@ -104,6 +123,12 @@ class LiveFigure:
     def frame(self) -> bytes:
         """The PNG currently shown."""
         return bytes(self.image.value)
+
+    @staticmethod
+    def _announce(name: str, control: widgets.ValueWidget) -> None:
+        """Name and value of the control as text (its tooltip, which pages read as its title;
+        the classroom page also gives it to the knob as aria-label and aria-valuetext)."""
+        control.tooltip = value_text(name, control)
 
     def _on_change(self, _change) -> None:
         with self.errors:  # a raising callback shows its traceback under the figure, not in a log

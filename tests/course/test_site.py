@@ -5,6 +5,7 @@ tests build pages from small notebooks made here.
 """
 
 import base64
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -122,3 +123,33 @@ def test_descendants_walk_boxes_once_in_order_and_skip_missing_models():
     assert [m.get("model_name") for m in stored_widgets.descendants(models, "box")] == [
         None, "FloatSliderModel", "ImageModel"]
     assert list(stored_widgets.descendants(models, "nothing")) == []
+
+
+def test_a_selection_slider_note_names_the_option_not_none():
+    cell = live_figure_cell()
+    models = (("box", "VBoxModel", {"children": ["IPY_MODEL_controls", "IPY_MODEL_image"]}),
+              ("controls", "HBoxModel", {"children": ["IPY_MODEL_slider"]}),
+              ("slider", "SelectionSliderModel", {"description": "depth L", "index": 2,
+                                                  "_options_labels": ["2", "4", "6"]}),
+              ("image", "ImageModel", {"format": "png"}))
+    note = site.make_static(executed([cell], widget_state(*models))).cells[0].outputs[0]
+    assert "for depth L = 6." in note.data["text/html"] and "None" not in note.data["text/html"]
+    assert site.slider_value({"description": "Θ"}) == "?"  # nothing stored: no 'None' either
+
+
+def test_solution_markers_are_hidden_and_every_figure_has_a_description():
+    solution = nbformat.v4.new_code_cell("def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n")
+    plain = nbformat.v4.new_code_cell("plot()")
+    plain.outputs = [nbformat.v4.new_output("display_data", data={"image/png": PNG, "text/plain": "<Figure>"})]
+    described = nbformat.v4.new_code_cell("plot()")
+    described.outputs = [nbformat.v4.new_output("display_data", data={"image/png": PNG},
+                                                 metadata={"image/png": {"alt": "Loss by layer"}})]
+    notebook = site.make_static(executed(
+        [nbformat.v4.new_markdown_cell("## The gate"), solution, plain, described, live_figure_cell()], {}))
+    assert notebook.cells[1].source == "def f(x):\n    return x\n"
+    alts = [cell.outputs[-1].metadata["image/png"]["alt"] for cell in notebook.cells[2:]]
+    assert alts == ["A figure of the course notebook: The gate", "Loss by layer", "a shifted vector (slider: shift)"]
+    body, _ = site.SiteBuilder(Path("."), Path("."), Path(".")).exporter.from_notebook_node(
+        notebook, resources={"metadata": {"name": "t"}, "site": {"root": "", "previous": None, "next": None,
+                                                                 "download": None, "exercise": False}})
+    assert "No description has been provided" not in body and 'alt="Loss by layer"' in body

@@ -103,7 +103,14 @@ KNOWN_VOILA_WARNING = re.compile(
 # per-cell placeholders have appeared yet (before they do, "none pending" means nothing).
 PAINT_SCRIPT = """
 window.__prenormPaint = (() => {
-  const marks = { content: null, figure: null, placeholders: false };
+  const marks = { content: null, figure: null, preview: null, placeholders: false, shift: 0 };
+  // Cumulative layout shift: every unexpected move of content already on screen, summed
+  // (Chromium's Layout Instability API; shifts right after an input do not count).
+  try {
+    new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) if (!entry.hadRecentInput) marks.shift += entry.value;
+    }).observe({ type: 'layout-shift', buffered: true });
+  } catch (error) { marks.shift = null; }
   const drawn = (e) => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
   const onScreen = (e) => drawn(e) && e.getBoundingClientRect().top < window.innerHeight;
   const look = () => {
@@ -113,8 +120,11 @@ window.__prenormPaint = (() => {
         '.jp-Cell .jp-RenderedMarkdown, .jp-Cell .jp-OutputArea-output')].some(onScreen)) marks.content = now;
     if (marks.figure === null && [...document.querySelectorAll('.jp-OutputArea-output img')]
         .some((img) => img.complete && img.naturalWidth > 0 && drawn(img))) marks.figure = now;
+    if (marks.preview === null && [...document.querySelectorAll('.classroom-preview img')]
+        .some((img) => img.complete && img.naturalWidth > 0 && drawn(img))) marks.preview = now;
     marks.placeholders = marks.placeholders || document.querySelector('.voila-skeleton-container') !== null;
     if (marks.content === null || marks.figure === null || !marks.placeholders) requestAnimationFrame(look);
+    else if (marks.preview === null && document.querySelector('.classroom-preview img')) requestAnimationFrame(look);
   };
   requestAnimationFrame(look);
   new MutationObserver((records, observer) => {
@@ -217,3 +227,42 @@ def unexpected_console(messages: list[tuple[str, str]]) -> list[str]:
     """Console errors, and warnings other than Voilà's known version warnings."""
     return [f"{kind}: {text}" for kind, text in messages
             if kind == "error" or (kind == "warning" and not KNOWN_VOILA_WARNING.match(text))]
+
+
+# Each slider with the figure it moves: the nearest box around the slider that holds a picture.
+SLIDER_SCOPES_JS = """
+() => [...document.querySelectorAll('.widget-slider')].map((slider) => {
+  let scope = slider.parentElement;
+  while (scope && !scope.querySelector('img')) scope = scope.parentElement;
+  const label = (slider.querySelector('.widget-label')?.textContent || '').trim();
+  const box = (scope || slider).getBoundingClientRect();
+  const handle = slider.querySelector('.noUi-handle[role="slider"]');
+  return { label, height: box.height, width: box.width,
+           name: handle?.getAttribute('aria-label') || null, text: handle?.getAttribute('aria-valuetext') || null,
+           readout: (slider.querySelector('.widget-readout')?.textContent || '').trim() };
+})
+"""
+
+
+def sliders_taller_than_the_screen(page: Page) -> list[str]:
+    """Sliders that do not fit on one screen together with their figure."""
+    height = page.evaluate("() => window.innerHeight")
+    return [f"{scope['label']!r} and its figure: {scope['height']:.0f} px in a {height} px window"
+            for scope in page.evaluate(SLIDER_SCOPES_JS) if scope["height"] > height]
+
+
+def sliders_without_words(page: Page) -> list[str]:
+    """Slider knobs with no accessible name, or whose value text is not "<name> = <readout>"."""
+    return [f"{scope['label']!r}: aria-label {scope['name']!r}, aria-valuetext {scope['text']!r}"
+            for scope in page.evaluate(SLIDER_SCOPES_JS)
+            if not scope["name"] or scope["text"] != f"{scope['name']} = {scope['readout']}"]
+
+
+def overflowing_text(page: Page) -> list[str]:
+    """Printed blocks whose lines do not fit their box (each would wrap or be cut)."""
+    return page.evaluate(
+        "(selector) => [...document.querySelectorAll(selector + ' pre')]"
+        ".filter((pre) => pre.offsetParent && pre.scrollWidth > pre.clientWidth + 1)"
+        ".map((pre) => `${pre.textContent.slice(0, 60)}… (${pre.scrollWidth} px in ${pre.clientWidth})`)",
+        STDOUT_OUTPUT,
+    )

@@ -32,6 +32,8 @@ import nbformat
 
 from prenorm_course import classroom
 
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
 # JupyterLab settings that keep the page quiet and predictable under automation:
 # no "news?" toast covering cells, the notebook's own kernel started without a
 # "Select Kernel" dialog, and every cell kept in the DOM (no windowing), so
@@ -187,16 +189,31 @@ def _wait_gone(pids: list[int], timeout_s: float) -> list[int]:
     return alive
 
 
+def descendant_pids(pid: int) -> list[int]:
+    """Ids of every process below `pid` (children, their children, …)."""
+    found, stack = [], [pid]
+    while stack:
+        children = child_pids(stack.pop())
+        found += children
+        stack += children
+    return found
+
+
 def stop_process(process: subprocess.Popen, timeout_s: float = 20.0) -> None:
     """Stop a server we started by its PID, wait for it, then for the kernels it started.
 
-    The kernels are remembered by id before the server goes: a server killed
-    without its own clean-up would otherwise leave them running.
+    The processes below it are remembered by id before the server goes: a server killed
+    without its own clean-up would otherwise leave its kernels running. A server started
+    through `make` (its own session, see :func:`running`) is stopped with its process
+    group, which is that session's: make and the server it runs, never anything else.
     """
     if process.poll() is not None:
         return
-    kernels = child_pids(process.pid)
-    process.terminate()
+    kernels = descendant_pids(process.pid)
+    if os.getpgid(process.pid) == process.pid:
+        os.killpg(process.pid, signal.SIGTERM)
+    else:
+        process.terminate()
     try:
         process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -272,6 +289,19 @@ def voila(folder: Path, home: Path) -> Iterator[ServerProcess]:
     with running(command, cwd=folder, env=classroom.voila_environment(isolated_jupyter_env(home)),
                  base_url=f"http://127.0.0.1:{port}", token="",
                  log_path=home / "voila.log", ready_path="/") as server:
+        yield server
+
+
+@contextmanager
+def make_demo(number: str, home: Path) -> Iterator[ServerProcess]:
+    """`make demo NB=<number> PORT=<port>` exactly as a teacher types it in the course's root,
+    with Jupyter's folders isolated in `home`; the notebook is at "/" (Voilà serves one)."""
+    port = free_port()
+    env = isolated_jupyter_env(home)
+    env["BROWSER"] = "true"  # Voilà opens the page in "the" browser: here a command that does nothing
+    with running(["make", "demo", f"NB={number}", f"PORT={port}"], cwd=REPO_ROOT, env=env,
+                 base_url=f"http://127.0.0.1:{port}", token="", log_path=home / f"make-demo-{number}.log",
+                 ready_path="/api/kernels") as server:
         yield server
 
 

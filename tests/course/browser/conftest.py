@@ -124,11 +124,10 @@ def lab_server(browser_context, scratch: Path):
 @pytest.fixture(scope="session")
 def voila_server(browser_context, scratch: Path):
     """One Voilà (the classroom view's template and options) serving the classroom view of
-    every course notebook and of the fixture notebook; each page runs its own kernel."""
+    the fixture notebook (bad on purpose); the course notebooks go through `make demo`."""
     folder = scratch / "classroom"
     folder.mkdir(parents=True, exist_ok=True)
-    for notebook in [*course_notebooks(), write_fixture(scratch / "fixture-source")]:
-        write_dashboard(notebook, folder)
+    write_dashboard(write_fixture(scratch / "fixture-source"), folder)
     with voila(folder, scratch / "voila-home") as server:
         yield server
 

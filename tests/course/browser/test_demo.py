@@ -1,7 +1,8 @@
 """Classroom mode (`make demo NB=…`): every course notebook as a Voilà dashboard.
 
-One Voilà, started with the classroom template and options, serves the classroom view of
-each course notebook (:func:`prenorm_course.classroom.write_dashboard`) in a 1366×768 window,
+Each course notebook is opened the way the README says: `make demo NB=0N PORT=<free port>`,
+run from the course's root in its own process (the way a teacher types it: a module run
+with `python -m`, kernels started by Voilà in a temporary folder), in a 1366×768 window,
 the size of a common projector. For each notebook the test measures the time to first
 paint and until every cell has run, and checks what a teacher would see: the notebook's
 title, no code, no printed text but what the notebook keeps for the class, no traceback,
@@ -11,7 +12,7 @@ leaves the page as a teacher reloading it would: its kernel must be shut down.
 
 `test_each_check_fires_on_a_bad_page` shows every one of these checks failing on pages that
 are bad on purpose (the fixture notebook, Voilà's plain template, a page that paints late).
-They share one Voilà server; each page runs its own kernel.
+They share one Voilà server serving a folder; each page runs its own kernel.
 """
 
 from __future__ import annotations
@@ -29,15 +30,17 @@ import nbformat
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
-from prenorm_course import classroom
+from prenorm_course import classroom, stored_widgets
 
 from . import _checks as checks
 from ._chromium import block_external_requests, screenshot_whole_page
 from ._fixtures import FIXTURE_NAME, RAISED_IN_CELL, RAISED_IN_UPDATE
-from ._servers import static_site
+from ._servers import make_demo, static_site
 from ._widgets import KNOB, SLIDER, latency_summary, move_every_slider, over_budget
 
 CLASSROOM_WINDOW = {"width": 1366, "height": 768}
+LARGE_WINDOW = {"width": 1920, "height": 1080}
+LAYOUT_SHIFT_LIMIT = 0.1  # "good" cumulative layout shift (web.dev's threshold)
 FIRST_PAINT_LIMIT_MS = 10_000
 ALL_CELLS_TIMEOUT_MS = 600_000
 STALL_MS = 150_000  # longer than any one cell takes on the loaded 2-core machine
@@ -45,11 +48,12 @@ SETTLE_MS = 1_000  # widget views are drawn after their cell's result arrives
 KEPT = f".celltag_{classroom.KEEP_TAG}"
 
 
-def open_classroom(page, server, name: str, artifacts: Path, query: str = "") -> dict:
-    """Open a classroom page, wait until every cell ran; returns the paint timings (ms)
-    and the page's kernel id."""
+def open_classroom(page, server, name: str, artifacts: Path, query: str = "", path: str | None = None) -> dict:
+    """Open a classroom page (`path` on the server, by default the folder server's page of
+    notebook `name`), wait until every cell ran; returns the paint timings (ms), the layout
+    shift and the page's kernel id."""
     page.set_viewport_size(CLASSROOM_WINDOW)
-    page.goto(server.url(f"/voila/render/{quote(name)}{query}"), wait_until="commit")
+    page.goto(server.url(path or f"/voila/render/{quote(name)}{query}"), wait_until="commit")
     try:
         painted = checks.first_paint_ms(page, timeout_ms=60_000)
         done = checks.wait_until_all_cells_ran(page, stall_ms=STALL_MS, timeout_ms=ALL_CELLS_TIMEOUT_MS)
@@ -59,9 +63,12 @@ def open_classroom(page, server, name: str, artifacts: Path, query: str = "") ->
         raise AssertionError(f"{name}: {error}\nVoilà's log:\n{server.log_tail(60)}") from None
     page.wait_for_timeout(SETTLE_MS)
     figure = page.evaluate("() => window.__prenormPaint.figure")
+    preview = page.evaluate("() => window.__prenormPaint.preview")
+    shift = page.evaluate("() => window.__prenormPaint.shift")
     kernel = json.loads(page.locator("#jupyter-config-data").text_content())["kernelId"]
     return {"first_paint_ms": round(painted), "first_figure_ms": figure and round(figure),
-            "all_cells_ms": round(done), "kernel": kernel}
+            "first_stored_figure_ms": preview and round(preview),
+            "all_cells_ms": round(done), "layout_shift": round(shift, 3), "kernel": kernel}
 
 
 def kernel_running(server, kernel: str) -> bool:
@@ -99,36 +106,63 @@ def shut_down(server, kernel: str) -> None:
     urllib.request.urlopen(request, timeout=30).close()
 
 
-def test_classroom_view(page, voila_server, course_notebook: Path, artifacts: Path, timing_report) -> None:
+def stored_sliders(notebook: nbformat.NotebookNode) -> int:
+    """How many sliders the notebook stored with its outputs (its widget state)."""
+    return sum(model.get("model_name", "").endswith("SliderModel")
+               for model in stored_widgets.widget_models(notebook).values())
+
+
+def test_classroom_view(page, course_notebook: Path, scratch: Path, artifacts: Path, timing_report) -> None:
+    number = course_notebook.name[:2]
+    with make_demo(number, scratch / f"demo-{number}") as server:
+        check_classroom_view(page, server, course_notebook, artifacts, timing_report)
+
+
+def check_classroom_view(page, server, course_notebook: Path, artifacts: Path, timing_report) -> None:
     leaving = block_external_requests(page)
-    timings = open_classroom(page, voila_server, course_notebook.name, artifacts)
+    timings = open_classroom(page, server, course_notebook.name, artifacts, path="/")
     kernel = timings.pop("kernel")
     stem = course_notebook.stem
+    source = nbformat.read(course_notebook, as_version=4)
+    sliders = page.locator(SLIDER).count()
     page.screenshot(path=artifacts / f"demo_{stem}_1366x768.png")
     screenshot_whole_page(page, artifacts / f"demo_{stem}_whole.png")
 
-    expected_title = classroom.title(nbformat.read(course_notebook, as_version=4))
+    expected_title = classroom.title(source)
     problems = {
         "page title": [] if page.title().strip() == expected_title else [f"{page.title()!r}, not {expected_title!r}"],
         "code shown": [f"{n} code cells"] if (n := page.locator(".jp-CodeCell .jp-InputArea").count()) else [],
         "errors": checks.error_outputs(page),
         "printed text": checks.printed_text(page, kept=KEPT),
         "no figure": [] if (figures := len(checks.figures(page))) else ["the classroom view shows no figure"],
+        "no slider": ([f"the notebook stores {stored_sliders(source)} sliders, the classroom view shows none"]
+                      if stored_sliders(source) and not sliders else []),
         "small or off-centre figures": checks.small_or_off_centre(page),
         "duplicate figures": checks.duplicate_figures(page),
         "slow first paint": ([f"{timings['first_paint_ms']} ms"]
                              if timings["first_paint_ms"] > FIRST_PAINT_LIMIT_MS else []),
     }
+    problems["layout shift"] = [f"{timings['layout_shift']} (limit {LAYOUT_SHIFT_LIMIT})"] if (
+        timings["layout_shift"] is None or timings["layout_shift"] > LAYOUT_SHIFT_LIMIT) else []
+    problems["slider and figure off the screen (1366x768)"] = checks.sliders_taller_than_the_screen(page)
+    problems["sliders without words"] = checks.sliders_without_words(page)
+    problems["printed lines that do not fit"] = checks.overflowing_text(page)
     moves = move_every_slider(
         page, idle_selector=None,
         after_each=lambda index, scope: scope.screenshot(path=artifacts / f"demo_{stem}_slider{index}.png"),
     )
+    problems["sliders without words after moving"] = checks.sliders_without_words(page)
+    page.set_viewport_size(LARGE_WINDOW)
+    page.wait_for_timeout(SETTLE_MS)
+    page.screenshot(path=artifacts / f"demo_{stem}_1920x1080.png")
+    problems["slider and figure off the screen (1920x1080)"] = checks.sliders_taller_than_the_screen(page)
+    problems["printed lines that do not fit (1920x1080)"] = checks.overflowing_text(page)
     problems["errors after moving sliders"] = checks.error_outputs(page)
     budget = os.environ.get("PRENORM_SLIDER_BUDGET_MS")
     problems["slow sliders"] = over_budget(moves, float(budget)) if budget else []
     problems["requests leaving 127.0.0.1"] = leaving
     problems["console"] = checks.unexpected_console(page.console)
-    problems["kernel left running"] = [] if leave(page, voila_server, kernel) else [kernel]
+    problems["kernel left running"] = [] if leave(page, server, kernel) else [kernel]
 
     timing_report.demo.append({
         "notebook": stem, **timings, "figures": figures,
@@ -177,6 +211,9 @@ def test_each_check_fires_on_a_bad_page(page, voila_server, scratch: Path, artif
     leaving = block_external_requests(page)
     kernel = open_classroom(page, voila_server, FIXTURE_NAME, artifacts, query="?template=lab")["kernel"]
     page.screenshot(path=artifacts / "demo_fixture_plain_template.png")
+    # (The classroom kernel draws figures at 200 dpi, large even in the plain template: one is made small here.)
+    page.evaluate("() => { const img = document.querySelector('.jp-OutputArea-output img');"
+                  " img.style.width = '300px'; img.style.height = 'auto'; img.style.maxWidth = '300px'; }")
     assert checks.small_or_off_centre(page), "small figures went unseen"
     assert leaving, "requests to a CDN went unseen"
     page.route("**/voila/api/shutdown/**", lambda route: route.abort())

@@ -1,0 +1,331 @@
+"""Every command the README gives, run exactly as a person types it: through `make`, from the
+root of a fresh checkout of the course.
+
+A command that a test imports around (a module's function called directly) can break in the
+way people meet it and no test notices: `make demo` once showed a page of errors while the
+tests, which built the dashboard by importing its module, passed. So:
+
+* :func:`test_every_readme_command_is_exercised` reads the README's commands and fails for
+  one that no test here (or the CI step) runs as written;
+* each test below runs one command with `make` in a copy of the checkout (tracked and
+  untracked files, the `.venv` linked), with cheap arguments the Makefile documents, and
+  checks what a person would look at: the exit status, the lines printed, the files written.
+
+The copy keeps the real checkout untouched (`make figures`, `make site` and `make experiment`
+write into the tree). Servers (`make lab`, `make demo`) run in their own session and are
+stopped with their process group, by the id of the process started here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+README = REPO_ROOT / "README.md"
+FENCE = re.compile(r"```[a-z]*\n(.*?)```", re.DOTALL)
+INLINE_CODE = re.compile(r"`([^`\n]+)`")
+MAKE_COMMAND = re.compile(r"(?:^|[\s;&|(])make ([a-z][a-z0-9-]*)((?:\s+[A-Z_]+=\S+)*)")
+
+# Each README command and what runs it as written (a test in this module unless a path is named).
+EXERCISED = {
+    "lab": "test_make_lab_serves_the_notebooks",
+    "test": ".ci/run",  # CI runs `make test` on a fresh clone, nothing weaker
+    "demo": "tests/course/browser/test_demo.py",  # make demo NB=0N PORT=… for every notebook, in Chromium
+    "site": "test_make_site_builds_every_page",
+    "check": "test_make_check_reports_each_exercise",
+    "grade": "test_make_grade_writes_the_grade_book",
+    "bench": "test_make_bench_prints_every_comparison",
+    "figures": "test_make_figures_writes_every_library_figure",
+    "experiment": "test_make_experiment_writes_a_current_record",
+    "exercises": "test_make_exercises_rebuilds_the_stored_exercise_notebooks",
+    # The two commands that remake everything (about 17 min of experiments; every notebook
+    # re-executed and rewritten) are the loops over single commands exercised here and in CI:
+    # `make experiment NAME=…` above, and nbval (part of `make test`) executing every notebook.
+    "experiments": "test_make_experiment_writes_a_current_record",
+    "notebooks": ".ci/run",
+}
+
+
+def readme_commands(text: str) -> dict[str, list[str]]:
+    """The `make` targets the README shows in code (inline or fenced), each with the command lines."""
+    found: dict[str, list[str]] = {}
+    code = [block for block in FENCE.findall(text)] + INLINE_CODE.findall(FENCE.sub("", text))
+    for snippet in code:
+        for match in MAKE_COMMAND.finditer(snippet):
+            found.setdefault(match.group(1), []).append(f"make {match.group(1)}{match.group(2)}")
+    return found
+
+
+def test_readme_commands_are_found_in_code_only():
+    text = "Run `make lab`, then\n```bash\nmake demo NB=03   # a dashboard\n```\nWe make a point of it."
+    assert readme_commands(text) == {"lab": ["make lab"], "demo": ["make demo NB=03"]}
+
+
+def test_every_readme_command_is_exercised():
+    commands = readme_commands(README.read_text())
+    assert {"lab", "test", "demo", "site", "check", "grade", "bench", "figures", "experiment"} <= set(commands)
+    missing = sorted(set(commands) - set(EXERCISED))
+    assert not missing, (f"README gives {[commands[name][0] for name in missing]} but no test runs them as "
+                         f"written: add a test to {Path(__file__).name} and name it in EXERCISED")
+    module = globals()
+    for name, where in EXERCISED.items():
+        exists = callable(module.get(where)) if where.startswith("test_") else (REPO_ROOT / where).exists()
+        assert exists, f"EXERCISED[{name!r}] names {where!r}, which does not exist"
+    targets = set(re.findall(r"^([a-z][a-z0-9-]*):", (REPO_ROOT / "Makefile").read_text(), re.MULTILINE))
+    assert set(commands) <= targets, f"README names make targets the Makefile lacks: {set(commands) - targets}"
+    assert "make test" in (REPO_ROOT / ".ci" / "run").read_text()
+
+
+def test_a_new_readme_command_without_a_test_fails(monkeypatch):
+    """The check above is seen to fire: a README with one more command fails it."""
+    text = README.read_text() + "\nAlso `make teach NB=01`.\n"
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: text if self == README else _read(self))
+    with pytest.raises(AssertionError, match="make teach NB=01"):
+        test_every_readme_command_is_exercised()
+
+
+_read = Path.read_text
+
+
+# ---------------------------------------------------------------- running make in a fresh checkout
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory) -> Path:
+    """A copy of the course as a fresh clone has it (tracked and untracked, not ignored, files),
+    with the `.venv` linked so that `make` finds it installed and current."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=REPO_ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    root = tmp_path_factory.mktemp("checkout")
+    for relative in filter(None, listed):
+        source = REPO_ROOT / relative
+        if source.is_file():
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, root / relative)
+    venv = REPO_ROOT / ".venv"
+    if not (venv / ".installed").exists():
+        pytest.skip("the course's .venv is not set up (make setup)")
+    (root / ".venv").symlink_to(venv)
+    stamp = (venv / ".installed").stat().st_mtime
+    for requirement in ("requirements.txt", "pyproject.toml"):  # not newer than the install: no reinstall
+        os.utime(root / requirement, (stamp - 1, stamp - 1))
+    return root
+
+
+def jupyter_home(folder: Path) -> dict[str, str]:
+    """This environment with Jupyter's, IPython's and matplotlib's folders in `folder`."""
+    env = dict(os.environ)
+    for variable in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR",
+                     "JUPYTERLAB_WORKSPACES_DIR", "IPYTHONDIR", "MPLCONFIGDIR"):
+        (folder / variable.lower()).mkdir(parents=True, exist_ok=True)
+        env[variable] = str(folder / variable.lower())
+    env.pop("JUPYTER_PATH", None)
+    env["BROWSER"] = "true"  # "open the page in the browser" does nothing here
+    return env
+
+
+def make(checkout: Path, *arguments: str, timeout_s: float = 600,
+         env: dict | None = None) -> subprocess.CompletedProcess:
+    """`make ARGUMENTS` in the checkout's root, as typed; output captured as text."""
+    return subprocess.run(["make", *arguments], cwd=checkout, capture_output=True, text=True,
+                          timeout=timeout_s, env=env)
+
+
+def said(result: subprocess.CompletedProcess) -> str:
+    return f"exit {result.returncode}\n--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-3000:]}"
+
+
+class Server:
+    """`make …` running a server in its own session (process group), stopped with that group."""
+
+    def __init__(self, checkout: Path, arguments: list[str], env: dict[str, str], log: Path):
+        self.log = log
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(["make", *arguments], cwd=checkout, env=env, stdout=out,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
+
+    def wait_for(self, pattern: str, timeout_s: float = 120) -> re.Match:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            match = re.search(pattern, self.log.read_text(errors="replace"))
+            if match:
+                return match
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.25)
+        raise AssertionError(f"{pattern!r} never appeared; the server said:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGINT)  # Ctrl+C, as a person stops it
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+
+
+def answers(url: str, timeout_s: float = 120) -> dict:
+    """Poll `url` until it answers with JSON."""
+    deadline, last = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return json.load(response)
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+            last = error
+        time.sleep(0.25)
+    raise AssertionError(f"{url} did not answer in {timeout_s} s: {last}")
+
+
+def responds(url: str, timeout_s: float = 120) -> int:
+    """Poll `url` until the server answers; its HTTP status."""
+    deadline, last = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+            last = error
+        time.sleep(0.25)
+    raise AssertionError(f"{url} did not answer in {timeout_s} s: {last}")
+
+
+@pytest.mark.slow
+def test_make_lab_serves_the_notebooks(checkout: Path, tmp_path: Path):
+    server = Server(checkout, ["lab"], jupyter_home(tmp_path), tmp_path / "lab.log")
+    try:
+        found = server.wait_for(r"http://(?:localhost|127\.0\.0\.1):(\d+)/lab\?token=([0-9a-f]+)")
+        base = f"http://127.0.0.1:{found.group(1)}"
+        assert "started" in answers(f"{base}/api/status?token={found.group(2)}")
+        listing = answers(f"{base}/api/contents?token={found.group(2)}")
+        names = {item["name"] for item in listing["content"]}
+        course = {path.name for path in (checkout / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+        assert course and course <= names, f"make lab serves {sorted(names)}, not the course notebooks {course}"
+    finally:
+        server.stop()
+    assert server.process.returncode is not None
+
+
+def test_make_demo_names_the_notebooks_when_nb_matches_none(checkout: Path):
+    result = make(checkout, "demo", "NB=99")
+    assert result.returncode != 0 and "matches no notebook" in result.stderr, said(result)
+    assert "01" in result.stderr and "Traceback" not in result.stderr, said(result)
+
+
+@pytest.mark.slow
+def test_make_demo_serves_the_dashboard_on_the_port_asked_for(checkout: Path, tmp_path: Path):
+    """The quick half of the browser test (which opens every notebook in Chromium)."""
+    port = _free_port()
+    server = Server(checkout, ["demo", "NB=01", f"PORT={port}"], jupyter_home(tmp_path), tmp_path / "demo.log")
+    try:
+        server.wait_for(r"classroom view of 01_")
+        assert responds(f"http://127.0.0.1:{port}/voila/static/voila.js") == 200
+    finally:
+        server.stop()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_make_site_builds_every_page(checkout: Path):
+    result = make(checkout, "site")
+    assert result.returncode == 0, said(result)
+    site = checkout / "_site"
+    assert "wrote " in result.stdout and (site / "index.html").exists(), said(result)
+    for notebook in (checkout / "notebooks").glob("[0-9][0-9]_*.ipynb"):
+        page = (site / f"{notebook.stem}.html").read_text()
+        assert "No description has been provided" not in page, f"{notebook.stem}: a figure without a description"
+        notes = re.findall(r'class="static-widget-note">(.*?)</div>', page, re.DOTALL)
+        assert not [note for note in notes if "= None" in note], f"{notebook.stem}: a slider note says None"
+        assert "### BEGIN SOLUTION" not in page and "### END SOLUTION" not in page, notebook.stem
+
+
+@pytest.mark.slow
+def test_make_check_reports_each_exercise(checkout: Path):
+    result = make(checkout, "check", "NB=01")
+    # The stored exercise notebook is as a learner first runs it: every exercise not done yet.
+    assert "Exercise 1.1" in result.stdout and "not done" in result.stdout, said(result)
+    assert "Traceback" not in result.stdout + result.stderr, said(result)
+    assert result.returncode != 0, "an unfinished notebook passed `make check`"
+
+
+@pytest.mark.slow
+def test_make_grade_writes_the_grade_book(checkout: Path, tmp_path: Path):
+    submissions = tmp_path / "submissions"
+    (submissions / "ada").mkdir(parents=True)
+    shutil.copy2(checkout / "notebooks" / "exercises" / "01_rmsnorm.ipynb", submissions / "ada" / "01_rmsnorm.ipynb")
+    (submissions / "bob.ipynb").write_text("not a notebook")
+    result = make(checkout, "grade", f"DIR={submissions}")
+    assert result.returncode == 0, said(result)
+    grades = (submissions / "grades.md").read_text()
+    assert "ada" in grades and "bob" in grades, grades
+    assert (submissions / "grades.csv").exists()
+
+
+@pytest.mark.slow
+def test_make_bench_prints_every_comparison(checkout: Path):
+    result = make(checkout, "bench", "REPEATS=2")
+    assert result.returncode == 0, said(result)
+    assert "2 interleaved repeats" in result.stdout, said(result)
+    for row in ("TransformerBlock fwd+bwd", "RoPE", "rms_norm", "RMSNorm / LayerNorm"):
+        assert row in result.stdout, said(result)
+
+
+@pytest.mark.slow
+def test_make_figures_writes_every_library_figure(checkout: Path):
+    from prenorm_lib.lab.figures import registry
+
+    for png in (checkout / "figures").glob("*.png"):
+        png.unlink()
+    result = make(checkout, "figures")
+    assert result.returncode == 0, said(result)
+    written = {png.stem for png in (checkout / "figures").glob("*.png")}
+    assert set(registry()) <= written, f"missing: {sorted(set(registry()) - written)}\n{said(result)}"
+
+
+@pytest.mark.slow
+def test_make_experiment_writes_a_current_record(checkout: Path):
+    """The quickest record (by its own wall time), remade as the README says; it must then be current."""
+    records = [json.loads(path.read_text()) for path in (checkout / "results").glob("*.json")]
+    timed = sorted((record.get("wall_seconds", float("inf")), path.stem)
+                   for record, path in zip(records, sorted((checkout / "results").glob("*.json")), strict=True))
+    assert timed, "no experiment records in results/"
+    name = min(timed)[1]
+    record = checkout / "results" / f"{name}.json"
+    before = record.stat().st_mtime
+    result = make(checkout, "experiment", f"NAME={name}", timeout_s=900)
+    assert result.returncode == 0, said(result)
+    assert record.stat().st_mtime > before, f"make experiment NAME={name} did not rewrite {record.name}"
+    state = subprocess.run([str(checkout / ".venv" / "bin" / "python"), "-c",
+                            f"from prenorm_lib.lab.experiments import staleness; print(staleness({name!r}))"],
+                           cwd=checkout, capture_output=True, text=True, check=True)
+    assert state.stdout.strip() == "None", state.stdout + state.stderr
+
+
+@pytest.mark.slow
+def test_make_exercises_rebuilds_the_stored_exercise_notebooks(checkout: Path):
+    stored = {path.name: path.read_bytes() for path in (checkout / "notebooks" / "exercises").glob("*.ipynb")}
+    result = make(checkout, "exercises")
+    assert result.returncode == 0, said(result)
+    rebuilt = {path.name: path.read_bytes() for path in (checkout / "notebooks" / "exercises").glob("*.ipynb")}
+    assert rebuilt == stored, "make exercises changed the stored exercise notebooks: they were stale"
