@@ -94,11 +94,11 @@ def _softmax_cases() -> list[tuple[str, torch.Tensor, int]]:
 
 
 SOFTMAX_MISTAKES: tuple[tuple[Callable, str], ...] = (
+    (lambda x, dim: _plain_softmax(x, -1),
+     "your softmax ignores `dim` and always normalises over the last dimension; pass dim on to amax and sum"),
     (lambda x, dim: _plain_softmax(x, (dim + 1) % x.ndim if x.ndim > 1 else dim),
      "you normalised over the wrong dimension: the values along `dim` must sum to 1 — use dim=dim in the max "
      "and in the sum"),
-    (lambda x, dim: _plain_softmax(x, -1),
-     "your softmax ignores `dim` and always normalises over the last dimension; pass dim on to amax and sum"),
     (_log_softmax,
      "you returned log-probabilities (a log-softmax): exponentiate and divide by the sum instead"),
 )
@@ -153,7 +153,7 @@ def score_spread(answer: Any) -> None:
     """Exercise 4.2: the standard deviation of q·k for d_k = 64 independent N(0, 1) components."""
     if isinstance(answer, torch.Tensor) and answer.numel() == 1:
         answer = answer.item()
-    if isinstance(answer, bool) or not isinstance(answer, int | float) and type(answer).__module__ != "numpy":
+    if isinstance(answer, bool) or (not isinstance(answer, int | float) and type(answer).__module__ != "numpy"):
         raise Hint(SPREAD, f"answer with one number, the standard deviation of q·k; got {describe(answer)} "
                    f"{answer!r}")
     value = float(answer)
@@ -301,10 +301,8 @@ def _mhsa(x: torch.Tensor, w: dict[str, torch.Tensor], positions: torch.Tensor, 
         allowed = torch.ones(T, T, dtype=torch.bool).tril(-1 if mask == "strict" else 0)
         scores = scores.masked_fill(~allowed, float("-inf"))
     out = torch.softmax(scores, dim=-1) @ v  # (B, H, T, d_head)
-    if merge == "no_transpose":
-        out = out.reshape(*out.shape[:-3], T, D_MODEL)
-    else:
-        out = out.transpose(-3, -2).flatten(-2)  # (B, T, d_model)
+    # (B, T, d_model); the mistake reshapes (B, H, T, d_head) straight to it, heads still in front
+    out = out.reshape(*out.shape[:-3], T, D_MODEL) if merge == "no_transpose" else out.transpose(-3, -2).flatten(-2)
     return out @ w["output_proj"].T if project else out
 
 
@@ -361,7 +359,9 @@ def _mhsa_cases() -> list[tuple[str, torch.Tensor, torch.Tensor | None]]:
     gen = torch.Generator().manual_seed(44)
     return [
         ("x (2, 6, 24), positions 0 … 5 (token_positions=None)", torch.randn(2, 6, D_MODEL, generator=gen), None),
-        ("x (2, 5, 24), token_positions 7 … 11", torch.randn(2, 5, D_MODEL, generator=gen), torch.arange(7, 12)),
+        # not one shift of 0 … 4: RoPE's scores see only differences, so a shift alone would change nothing
+        ("x (2, 5, 24), token_positions 3, 4, 5, 9, 10", torch.randn(2, 5, D_MODEL, generator=gen),
+         torch.tensor([3, 4, 5, 9, 10])),
     ]
 
 
