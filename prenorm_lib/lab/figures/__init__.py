@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-TOPICS = ("rmsnorm", "activations", "rope", "prenorm")
+TOPICS = ("rmsnorm", "activations", "rope", "attention", "prenorm")
 
 
 def registry() -> dict[str, Callable]:
