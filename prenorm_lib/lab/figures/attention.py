@@ -220,7 +220,7 @@ FIGURES = {"attention_saturation": lambda: draw_saturation(saturation())}
 def _example_maps() -> LiveFigure:
     """The map slider on made-up weights (the notebook's come from a trained model)."""
     gen = torch.Generator().manual_seed(0)
-    tokens = "<eos> the wolves near a tiny child are happy".split()
+    tokens = ["<eos>", "the", "wolves", "near", "a", "tiny", "child", "are", "happy"]
     T = len(tokens)
     logits = torch.randn(2, 2, T, T, generator=gen).masked_fill(~functional.causal_mask(T), float("-inf"))
     return attention_map_slider(torch.softmax(logits, -1).numpy(), tokens, query=T - 3, key=2)
