@@ -102,7 +102,7 @@ def sharpness_slider(d_k: int = 64, d_ks: Sequence[int] = D_KS, n_keys: int = 12
         scores = _scores(size, 1, n_keys, seed + size)[0]  # (n_keys,)
         rows[size] = {variant: torch.softmax(scores / divisor, dim=-1).numpy()
                       for variant, divisor in (("scaled", math.sqrt(size)), ("unscaled", 1.0))}
-    fig, ax = plt.subplots(figsize=(8.0, 3.6))
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
     keys = np.arange(n_keys)
     width = 0.4
     bars = {}
@@ -121,8 +121,7 @@ def sharpness_slider(d_k: int = 64, d_ks: Sequence[int] = D_KS, n_keys: int = 12
             for bar, height in zip(group, rows[d_k][variant], strict=True):
                 bar.set_height(float(height))
         h = {v: float(entropy(torch.from_numpy(rows[d_k][v]))) for v in rows[d_k]}
-        title.set_text(f"d_k = {d_k}: entropy {h['scaled']:.2f} nats scaled, {h['unscaled']:.2f} unscaled "
-                       f"(uniform: {math.log(n_keys):.2f})")
+        title.set_text(f"d_k = {d_k}: entropy {h['scaled']:.2f} with the scale, {h['unscaled']:.2f} without")
 
     slider = SelectionSlider(options=list(d_ks), value=d_k, description="d_k", continuous_update=True,
                              layout=_SLIDER_LAYOUT, style=_SLIDER_STYLE)
@@ -157,7 +156,7 @@ def attention_map_slider(maps: np.ndarray, tokens: Sequence[str], query: int, ke
     """
     maps = np.asarray(maps, dtype=float)
     n_layers, n_heads, T, _ = maps.shape
-    fig, ax = plt.subplots(figsize=(6.6, 5.6))
+    fig, ax = plt.subplots(figsize=(6.0, 5.2))
     image = ax.imshow(maps[layer, head], cmap="viridis", vmin=0.0, vmax=1.0)
     fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
     ax.set_xticks(range(T), tokens, rotation=90)
