@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from prenorm_lib.lab import experiments, prose
+from prenorm_lib.lab import experiments, prose, stats
 from prenorm_lib.lab.experiments import Record
 from prenorm_lib.lab.experiments import ffn_ablation as ablation
 
@@ -43,24 +43,45 @@ def test_record_analysis(tiny_record):
     assert gaps["relu"] == [r - s for r, s in zip(finals["relu"], finals["swiglu"], strict=True)]
     steps, losses = ablation.curves(tiny_record)
     assert steps == [0, 2, 4] and losses["relu"].shape == (2, 3)
+    versus = ablation.against(tiny_record, "relu")  # SwiGLU − ReLU, seed by seed
+    assert versus.differences == pytest.approx([-g for g in gaps["relu"]])
+    assert versus.a_name == "SwiGLU" and versus.b_name == "ReLU"
     rows = ablation.comparison(tiny_record)
     assert [row["kind"] for row in rows] == ["relu", "bilinear"]
-    assert all(row["n"] == 2 and 0 <= row["wins"] <= 2 for row in rows)
+    assert all(row["ours"].n == 2 for row in rows)
 
 
-def test_summary_and_verdicts():
-    assert ablation.summarize([0.1, 0.3, -0.1]) == pytest.approx({"mean": 0.1, "std": 0.2, "n": 3, "positive": 2})
-    assert ablation.verdict(0.05, 0.02) == "baseline lower"
-    assert ablation.verdict(0.05, 0.03) == "no clear difference"
-    assert ablation.verdict(-0.05, 0.01) == "baseline higher"
+def test_what_shazeers_table_can_order():
+    """His Table 1 (4 runs each) separates ReLU, SiLU and Bilinear from SwiGLU, not GEGLU or ReGLU; nor Swish/ReLU."""
+    assert ablation.shazeer_gap("relu") == pytest.approx(1.944 - 1.997)
+    assert ablation.shazeer_separates("relu") and ablation.shazeer_separates("silu")
+    assert ablation.shazeer_separates("bilinear")
+    assert not ablation.shazeer_separates("geglu") and not ablation.shazeer_separates("reglu")
+    assert not ablation.shazeer_separates("silu", "relu")
 
 
-def test_shazeer_gaps_come_from_table_1():
-    gap, spread = ablation.shazeer_gap("relu")
-    assert gap == pytest.approx(1.997 - 1.944) and spread == pytest.approx(math.hypot(0.005, 0.010))
-    assert ablation.verdict(*ablation.shazeer_gap("relu")) == "baseline lower"
-    assert ablation.verdict(*ablation.shazeer_gap("silu")) == "baseline lower"
-    assert ablation.verdict(*ablation.shazeer_gap("geglu")) == "no clear difference"  # 1.942 vs 1.944
+def comparison_of(differences):
+    """A PairedComparison whose per-seed differences (SwiGLU − other) are ``differences``."""
+    return stats.paired(differences, [0.0] * len(differences))
+
+
+@pytest.mark.parametrize(("separates", "paper_gap", "ours", "reading"), [
+    (True, -0.05, [-0.05, -0.04, -0.06], "agrees"),
+    (True, -0.05, [0.05, 0.04, 0.06], "differs"),
+    (True, -0.05, [-0.05, 0.04, 0.01], "not separated here"),
+    (False, -0.002, [-0.01, 0.01, 0.0], "agrees: neither separates"),
+    (False, -0.009, [-0.012, -0.010, -0.014], "ours only: his table has no order"),
+])
+def test_agreement_in_words(separates, paper_gap, ours, reading):
+    assert ablation.agreement(separates, paper_gap, comparison_of(ours)) == reading
+
+
+def test_gap_size_uses_welch_with_his_unpaired_spread(tiny_record):
+    size = ablation.shazeer_gap_size(tiny_record, "relu")
+    assert size.paper == pytest.approx(ablation.shazeer_gap("relu"))
+    expected = stats.against_paper(ablation.against(tiny_record, "relu").differences, ablation.shazeer_gap("relu"),
+                                   math.hypot(0.005, 0.010), 4)
+    assert size.p == pytest.approx(expected.p)
 
 
 def test_the_stored_regime_reads_less_than_one_epoch():

@@ -103,3 +103,24 @@ def test_same_ops_kernels_differ_only_by_what_layer_norm_adds():
     weight = torch.rand(64, dtype=torch.float64) + 0.5
     torch.testing.assert_close(functional.layer_norm(x, weight, torch.zeros(64, dtype=torch.float64)),
                                functional.rms_norm(x, weight))
+
+
+def test_profiled_ops_names_what_torch_runs_and_keeps_the_profiler_quiet(capfd):
+    """torch's CPU F.rms_norm is composite (pow, mean, rsqrt, mul under one name); LayerNorm is one kernel."""
+    x, gain = torch.randn(4, 16), torch.ones(16)
+    ops = timing.profiled_ops(lambda: torch.nn.functional.rms_norm(x, (16,), gain, 1e-5))
+    assert next(iter(ops)) == "aten::rms_norm"
+    inner = ops["aten::rms_norm"][0]
+    assert {"aten::pow", "aten::mean", "aten::rsqrt", "aten::mul"} <= set(ops[inner])
+    layer = timing.profiled_ops(lambda: torch.nn.functional.layer_norm(x, (16,), gain))
+    assert layer["aten::layer_norm"] == ["aten::native_layer_norm"]
+    assert "aten::pow" not in layer
+    assert "profiler_start" not in capfd.readouterr().err  # the C++ side's lines went nowhere
+
+
+def test_backward_steps_one_kernel_against_a_composite():
+    x = torch.randn(4, 16, requires_grad=True)
+    assert timing.backward_steps(torch.nn.functional.layer_norm(x, (16,))) == ["NativeLayerNormBackward0"]
+    steps = timing.backward_steps(torch.nn.functional.rms_norm(x, (16,), eps=1e-5))
+    assert {"PowBackward0", "MeanBackward1", "RsqrtBackward0"} <= set(steps)
+    assert timing.backward_steps(x * 2) == ["MulBackward0"]  # the leaf's accumulator is left out

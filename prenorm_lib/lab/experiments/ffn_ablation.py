@@ -6,9 +6,11 @@ the *same* seed: the same initialisation seed and the same batches in the same o
 that the FFNs are compared seed by seed (paired), and the noise that moves every FFN
 alike — which windows a seed happens to draw — cancels in the differences.
 
-Parameters are matched as in Shazeer's paper and the CS336 ablation: the two-matrix FFNs
-(ReLU, SiLU) get d_ff = 4·d_model, the gated ones (SwiGLU, GEGLU, ReGLU, Bilinear)
-d_ff = 8/3·d_model rounded to a multiple of 64 (``ffn.default_hidden_dim``).
+Widths follow the CS336 ablation: the two-matrix FFNs (ReLU, SiLU) get d_ff = 4·d_model,
+the gated ones (SwiGLU, GEGLU, ReGLU, Bilinear) d_ff = 8/3·d_model rounded to a multiple
+of 64 (``ffn.default_hidden_dim``). At d_model = 64 that rounding gives the gated FFNs
+12.5 % more FFN weights than the two-matrix ones (Shazeer's widths match exactly); the
+record ``ffn_controls`` runs ReLU at exactly SwiGLU's count.
 
 The regime is chosen on purpose: every run reads less than one epoch of the training
 text (see :func:`epochs`), so held-out loss measures what a network extracts from text
@@ -23,7 +25,7 @@ from typing import Any
 
 import torch
 
-from prenorm_lib.lab import data, prose, train
+from prenorm_lib.lab import data, prose, stats, train
 from prenorm_lib.lab.experiments import Record
 from prenorm_lib.lab.probes import dead_relu_fraction
 
@@ -57,6 +59,7 @@ SHAZEER_TABLE1 = {
     "relu": (1.997, 0.005), "silu": (1.994, 0.003), "swiglu": (1.944, 0.010),
     "geglu": (1.942, 0.004), "reglu": (1.953, 0.003), "bilinear": (1.960, 0.005),
 }
+SHAZEER_RUNS = 4
 DEAD_UNIT_WINDOWS = 64  # validation windows on which dead ReLU units are counted after training
 DEAD_UNIT_SEED = 0
 
@@ -132,46 +135,61 @@ def paired_gaps(record: Record, baseline: str = BASELINE) -> dict[str, list[floa
             for kind, values in finals.items() if kind != baseline}
 
 
-def summarize(values: list[float]) -> dict[str, float]:
-    """Mean, standard deviation (ddof = 1), number, and how many are > 0."""
-    n = len(values)
-    mean = sum(values) / n
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else math.nan
-    return {"mean": mean, "std": std, "n": n, "positive": sum(v > 0 for v in values)}
+def against(record: Record, kind: str, baseline: str = BASELINE) -> stats.PairedComparison:
+    """The baseline's final loss minus ``kind``'s, seed by seed: mean, 95 % CI, seeds each way, p.
 
-
-def verdict(gap: float, spread: float) -> str:
-    """"baseline lower", "baseline higher" or "no clear difference": a gap counts beyond twice its spread."""
-    if gap > 2 * spread:
-        return "baseline lower"
-    if gap < -2 * spread:
-        return "baseline higher"
-    return "no clear difference"
-
-
-def shazeer_gap(kind: str, baseline: str = BASELINE) -> tuple[float, float]:
-    """Shazeer's gap ``loss(kind) − loss(baseline)`` and the spread of a one-run difference.
-
-    His table gives each variant's std over 4 runs but not paired differences, so the
-    spread of one run's difference is √(std_kind² + std_baseline²) — the same yardstick as
-    our paired spread (the std of the per-seed differences), measured without pairing.
+    The baseline comes first, so "lower" reads "the baseline ends lower than ``kind``".
     """
-    (loss, std), (base_loss, base_std) = SHAZEER_TABLE1[kind], SHAZEER_TABLE1[baseline]
-    return loss - base_loss, math.hypot(std, base_std)
+    finals = final_losses(record)
+    return stats.paired(finals[baseline], finals[kind], a_name=NAMES[baseline], b_name=NAMES[kind],
+                        what="final held-out loss")
+
+
+def shazeer_gap(kind: str, baseline: str = BASELINE) -> float:
+    """Shazeer's ``loss(baseline) − loss(kind)`` at 65,536 steps (Table 1 means)."""
+    return SHAZEER_TABLE1[baseline][0] - SHAZEER_TABLE1[kind][0]
+
+
+def shazeer_separates(kind: str, other: str = BASELINE) -> bool:
+    """Can Shazeer's own Table 1 (4 runs each, mean ± std) order ``kind`` and ``other``? Welch's test."""
+    (mean_a, std_a), (mean_b, std_b) = SHAZEER_TABLE1[kind], SHAZEER_TABLE1[other]
+    return stats.paper_separates(mean_a, std_a, mean_b, std_b, runs=SHAZEER_RUNS)
+
+
+def shazeer_gap_size(record: Record, kind: str, baseline: str = BASELINE) -> stats.PaperComparison:
+    """Welch's test of our per-seed gaps against Shazeer's gap (its std from his two rows, 4 runs).
+
+    His rows are unpaired, so the spread of one run's difference is √(std_a² + std_b²).
+    The units differ (nats per byte against log-perplexity of his tokens): a "consistent"
+    here is a coincidence of sizes, not a reproduction.
+    """
+    (_, std_kind), (_, std_base) = SHAZEER_TABLE1[kind], SHAZEER_TABLE1[baseline]
+    ours = against(record, kind, baseline).differences
+    return stats.against_paper(ours, shazeer_gap(kind, baseline), math.hypot(std_kind, std_base), SHAZEER_RUNS)
+
+
+def agreement(paper_separates: bool, paper_gap: float, ours: stats.PairedComparison) -> str:
+    """How our paired verdict stands to Shazeer's table, in words.
+
+    Where his table cannot order the two rows (Welch's test on his means, stds and 4 runs),
+    there is no order to reproduce: a separation in our runs is ours alone.
+    """
+    if not paper_separates:
+        return "agrees: neither separates" if ours.verdict == "not separated" else "ours only: his table has no order"
+    if ours.verdict == "not separated":
+        return "not separated here"
+    return "agrees" if (ours.verdict == "lower") == (paper_gap < 0) else "differs"
 
 
 def comparison(record: Record, baseline: str = BASELINE) -> list[dict[str, Any]]:
-    """One row per FFN other than the baseline: Shazeer's gap and verdict beside ours."""
+    """One row per FFN other than the baseline: Shazeer's gap and whether his table separates it, beside ours."""
     rows = []
-    for kind, gaps in paired_gaps(record, baseline).items():
-        ours = summarize(gaps)
-        paper_gap, paper_spread = shazeer_gap(kind, baseline)
-        rows.append({
-            "kind": kind, "paper_gap": paper_gap, "paper_spread": paper_spread,
-            "paper_verdict": verdict(paper_gap, paper_spread),
-            "gap": ours["mean"], "spread": ours["std"], "wins": ours["positive"], "n": ours["n"],
-            "verdict": verdict(ours["mean"], ours["std"]),
-        })
-    for row in rows:
-        row["agrees"] = row["verdict"] == row["paper_verdict"]
+    for kind in kinds(record):
+        if kind == baseline:
+            continue
+        ours = against(record, kind, baseline)
+        paper_gap, separates = shazeer_gap(kind, baseline), shazeer_separates(kind, baseline)
+        rows.append({"kind": kind, "paper_gap": paper_gap, "paper_separates": separates, "ours": ours,
+                     "size": shazeer_gap_size(record, kind, baseline),
+                     "agreement": agreement(separates, paper_gap, ours)})
     return rows

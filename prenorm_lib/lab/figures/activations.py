@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from prenorm_lib import functional, validation
+from prenorm_lib.lab import stats
 from prenorm_lib.lab.experiments import Record
 from prenorm_lib.lab.plotting import COLORS, mean_band
 from prenorm_lib.lab.sliders import LiveFigure
@@ -43,6 +44,8 @@ ACTIVATION_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 LABELS = {"relu": "ReLU", "silu": "SiLU", "gelu": "GELU", "swiglu": "SwiGLU", "geglu": "GEGLU",
           "reglu": "ReGLU", "bilinear": "Bilinear"}
+# A second cue besides colour (greyscale, colour-vision deficiency): one marker per function.
+MARKERS = {"relu": "s", "silu": "o", "gelu": "^", "swiglu": "D", "geglu": "v", "reglu": "P", "bilinear": "X"}
 
 
 def swish(x: torch.Tensor, beta: float) -> torch.Tensor:
@@ -88,8 +91,11 @@ def draw_activations(x_min: float = -4.0, x_max: float = 4.0) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(7.2, 4.2))
     for name, fn in ACTIVATION_FUNCTIONS.items():
         y, dy = activation_and_derivative(fn, x)
-        ax.plot(x, y, color=COLORS[name], label=LABELS[name] + (" = x·σ(x)" if name == "silu" else ""))
-        ax.plot(x, dy, color=COLORS[name], linestyle="--", linewidth=1.3, label=f"{LABELS[name]}′")
+        every = (len(x) // 8, len(x) // 8)
+        ax.plot(x, y, color=COLORS[name], marker=MARKERS[name], markevery=every, markersize=6,
+                label=LABELS[name] + (" = x·σ(x)" if name == "silu" else ""))
+        ax.plot(x, dy, color=COLORS[name], linestyle="--", linewidth=1.3, marker=MARKERS[name],
+                markevery=every, markersize=4, markerfacecolor="white", label=f"{LABELS[name]}′")
     x_star = silu_minimum()
     ax.plot([x_star], [float(functional.silu(torch.tensor(x_star)))], "o", color=COLORS["silu"], markersize=6)
     ax.plot([x_star], [0.0], "o", color=COLORS["silu"], markersize=6, markerfacecolor="white")
@@ -156,13 +162,13 @@ def draw_gate_surface(limit: float = 4.0) -> plt.Figure:
     levels = np.arange(-bound, bound + step / 2, step)  # symmetric, so 0 is white
     filled = ax.contourf(aa, bb, z, levels=levels, cmap="RdBu_r")
     ax.contour(aa, bb, z, levels=levels, colors="black", linewidths=0.4, alpha=0.5)
-    fig.colorbar(filled, ax=ax, label="silu(a) · b")
+    fig.colorbar(filled, ax=ax, label=r"$\mathrm{silu}(a)\cdot b$")
     box = {"boxstyle": "round", "facecolor": "white", "alpha": 0.8, "linewidth": 0}
     ax.text(-limit * 0.5, limit * 0.72, "gate closed:\noutput ≈ 0", ha="center", bbox=box)
     ax.text(limit * 0.5, -limit * 0.12, "gate open:\noutput ≈ a·b", ha="center", va="top", bbox=box)
     ax.axvline(0, color="black", linewidth=0.8)
-    ax.set(xlabel="a = (W1 x)ᵢ   (gate input)", ylabel="b = (W3 x)ᵢ   (value)",
-           title="The SwiGLU gate: silu(a) · b")
+    ax.set(xlabel=r"$a = (W_1 x)_i$   (gate input)", ylabel=r"$b = (W_3 x)_i$   (value)",
+           title=r"The SwiGLU gate: $\mathrm{silu}(a)\cdot b$")
     ax.grid(False)
     return fig
 
@@ -172,7 +178,8 @@ def draw_gate_surface(limit: float = 4.0) -> plt.Figure:
 
 def plot_ffn_ablation(record: Record, baseline: str = "swiglu") -> plt.Figure:
     """Left: held-out loss of each FFN over training (mean over seeds, ±1 std band), second half.
-    Right: each FFN's final loss minus the baseline's for the same seed (one dot per seed).
+    Right: each FFN's final loss minus the baseline's for the same seed (one dot per seed),
+    with the mean paired difference and its 95 % confidence interval (:func:`stats.paired`).
 
     The right panel is the paired view: seed-to-seed noise that moves every FFN alike
     (the initialisation seed, the batch order) cancels in the differences.
@@ -187,7 +194,7 @@ def plot_ffn_ablation(record: Record, baseline: str = "swiglu") -> plt.Figure:
     for kind in kinds:
         style = "--" if kind in ("relu", "silu") else "-"
         line = mean_band(left, steps[start:], losses[kind][:, start:], label=LABELS[kind], color=COLORS[kind])
-        line.set_linestyle(style)
+        line.set(linestyle=style, marker=MARKERS[kind], markersize=5)
         if kind == baseline:  # on top, so that a variant level with it does not hide it
             line.set(linewidth=2.6, zorder=3)
     left.set(xlabel="update", ylabel="held-out loss (nats/byte)", title="Second half of training")
@@ -197,9 +204,11 @@ def plot_ffn_ablation(record: Record, baseline: str = "swiglu") -> plt.Figure:
     for row, kind in enumerate(others):
         values = np.asarray(gaps[kind])
         jitter = rng.uniform(-0.12, 0.12, size=values.size)
-        right.plot(values, row + jitter, "o", color=COLORS[kind], alpha=0.75, markersize=6)
-        mean, spread = values.mean(), values.std(ddof=1) if values.size > 1 else 0.0
-        right.errorbar([mean], [row], xerr=[spread], fmt="|", color="black", markersize=18, capsize=4)
+        right.plot(values, row + jitter, MARKERS[kind], color=COLORS[kind], alpha=0.75, markersize=6)
+        if values.size > 1:
+            interval = stats.paired(values, np.zeros_like(values))
+            half = [[interval.mean - interval.low], [interval.high - interval.mean]]
+            right.errorbar([interval.mean], [row], xerr=half, fmt="|", color="black", markersize=18, capsize=4)
     right.axvline(0, color=COLORS[baseline], linewidth=1.5)
     right.set_yticks(range(len(others)), [LABELS[kind] for kind in others])
     right.set_ylim(len(others) - 0.5, -0.5)
@@ -207,7 +216,7 @@ def plot_ffn_ablation(record: Record, baseline: str = "swiglu") -> plt.Figure:
     high = max(0.0, max(max(gaps[kind]) for kind in others))
     pad = 0.1 * (high - low) or 0.01
     right.set_xlim(low - pad, high + pad)
-    right.set(xlabel=f"final loss − {LABELS[baseline]}'s, same seed (nats/byte)",
+    right.set(xlabel=f"final loss − {LABELS[baseline]}'s, same seed (nats/byte); bar: mean, 95 % CI",
               title=f"Paired: right of the line, {LABELS[baseline]} wins")
     right.grid(axis="y", visible=False)
     return fig
