@@ -12,7 +12,9 @@ from pathlib import Path
 import matplotlib as mpl
 import numpy as np
 
-FIGURES_DIR = Path(__file__).resolve().parents[2] / "figures"
+# Where `make figures` writes: figures/ of the folder it runs in (make runs from the course root;
+# an installed library has no course root of its own). save_figure(directory=…) writes elsewhere.
+FIGURES_DIR = Path("figures")
 
 COLORS = {
     # normalisation placement
