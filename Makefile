@@ -12,7 +12,7 @@ EXERCISE_NOTEBOOKS := $(sort $(wildcard notebooks/exercises/[0-9][0-9]_*.ipynb))
 
 .PHONY: setup lab test lint unit nbval exercises-verify browser figures notebooks \
         exercises check grade bench site demo experiments experiment clean \
-        wheel-check nbval-cpus drift-cpus
+        wheel wheel-check nbval-cpus drift-cpus
 
 setup: $(STAMP)
 
@@ -82,6 +82,10 @@ site: $(STAMP)
 ## Classroom mode: make demo NB=03
 demo: $(STAMP)
 	$(PY) -m prenorm_course.classroom $(NB)
+
+## The library as a wheel to hand out (dist/prenorm_lib-*.whl): pip install it anywhere, e.g. in Colab.
+wheel: $(STAMP)
+	rm -rf build && $(PY) -m pip wheel --quiet --no-deps -w dist . && rm -rf build
 
 ## The course as a learner installs it: build the wheel, install it with the pinned requirements
 ## (not the checkout) into a fresh venv, and run every notebook under nbval from a folder outside the checkout.
