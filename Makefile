@@ -11,7 +11,8 @@ SOLUTION_NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 EXERCISE_NOTEBOOKS := $(sort $(wildcard notebooks/exercises/[0-9][0-9]_*.ipynb))
 
 .PHONY: setup lab test lint unit nbval exercises-verify browser figures notebooks \
-        exercises check grade bench site demo experiments experiment clean
+        exercises check grade bench site demo experiments experiment clean \
+        wheel wheel-check nbval-cpus drift-cpus
 
 setup: $(STAMP)
 
@@ -61,7 +62,8 @@ check: $(STAMP)
 grade: $(STAMP)
 	$(PY) -m prenorm_course.exercises grade $(DIR)
 
-## Experiment records (results/*.json): make experiments (all), make experiment NAME=ffn_ablation (one).
+## Experiment records (prenorm_lib/lab/experiments/results/*.json, shipped in the wheel):
+## make experiments (all), make experiment NAME=ffn_ablation (one). PRENORM_DEVICE=cuda|mps trains on a GPU.
 experiments: $(STAMP)
 	$(PY) -m prenorm_lib.lab.experiments run
 
@@ -83,5 +85,40 @@ site: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m prenorm_course.classroom $(NB) $(if $(PORT),--port=$(PORT) --Voila.port_retries=0) $(DEMO_ARGS)
 
+## The library as a wheel to hand out (dist/prenorm_lib-*.whl): pip install it anywhere, e.g. in Colab.
+wheel: $(STAMP)
+	rm -rf build && $(PY) -m pip wheel --quiet --no-deps -w dist . && rm -rf build
+
+## The course as a learner installs it: build the wheel, install it with the pinned requirements
+## (not the checkout) into a fresh venv, and run every notebook under nbval from a folder outside the checkout.
+wheel-check: $(STAMP)
+	set -e; rm -rf build; tmp=$$(mktemp -d -t prenorm-wheel-check.XXXXXX); trap 'rm -rf "$$tmp" build' EXIT; \
+	$(PY) -m pip wheel --quiet --no-deps -w "$$tmp/dist" .; \
+	$(PYTHON) -m venv "$$tmp/venv"; \
+	grep -v '^-e ' requirements.txt > "$$tmp/requirements.txt"; \
+	"$$tmp/venv/bin/python" -m pip install --quiet -r "$$tmp/requirements.txt" "$$tmp"/dist/prenorm_lib-*.whl; \
+	mkdir -p "$$tmp/course/exercises"; \
+	cp $(SOLUTION_NOTEBOOKS) tests/nbval_sanitize.cfg "$$tmp/course/"; \
+	cp $(EXERCISE_NOTEBOOKS) "$$tmp/course/exercises/"; \
+	cd "$$tmp/course"; \
+	../venv/bin/python -c 'import prenorm_lib; from prenorm_lib.lab import experiments as e; \
+	  assert "site-packages" in prenorm_lib.__file__, prenorm_lib.__file__; \
+	  assert not any(e.staleness(n) for n in e.available()), [e.staleness(n) for n in e.available()]'; \
+	../venv/bin/python -m pytest -q --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg \
+	  -p no:cacheprovider -n 2 --dist loadfile --rootdir . $(notdir $(SOLUTION_NOTEBOOKS)) \
+	  $(addprefix exercises/,$(notdir $(EXERCISE_NOTEBOOKS)))
+
+## Other CPUs, simulated on this one: every notebook under nbval, and the records' drift tests,
+## with torch's and MKL's AVX2 code paths and with ATen's plain C++ (no SIMD) code path.
+CPU_PATH_AVX2    := MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2
+CPU_PATH_NO_SIMD := ATEN_CPU_CAPABILITY=default
+nbval-cpus: $(STAMP)
+	$(CPU_PATH_AVX2) $(BIN)/pytest -q $(NBVAL) -n 2 --dist loadfile $(SOLUTION_NOTEBOOKS) $(EXERCISE_NOTEBOOKS)
+	$(CPU_PATH_NO_SIMD) $(BIN)/pytest -q $(NBVAL) -n 2 --dist loadfile $(SOLUTION_NOTEBOOKS) $(EXERCISE_NOTEBOOKS)
+
+drift-cpus: $(STAMP)
+	$(CPU_PATH_AVX2) $(BIN)/pytest -q -n 2 tests/lab/test_experiments.py -k todays_code -p no:cacheprovider
+	$(CPU_PATH_NO_SIMD) $(BIN)/pytest -q -n 2 tests/lab/test_experiments.py -k todays_code -p no:cacheprovider
+
 clean:
-	rm -rf $(VENV) _site .pytest_cache
+	rm -rf $(VENV) _site .pytest_cache build

@@ -50,10 +50,11 @@ from pathlib import Path
 
 import nbformat
 
+from prenorm_course.exercises.paths import ROOT_ENV, repo_root, solution_dir
 from prenorm_course.stored_widgets import WIDGET_VIEW, descendants, widget_models
 
-COURSE_ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = COURSE_ROOT / "notebooks"
+# The folder holding the prenorm_course package: the dashboard's kernels import the extension from it.
+TOOLS_PARENT = Path(__file__).resolve().parents[1]
 # A Jupyter data folder holding voila/templates/classroom; Voilà finds it through JUPYTER_PATH.
 ASSETS = Path(__file__).with_name("classroom_assets")
 TEMPLATE = "classroom"
@@ -341,8 +342,10 @@ def load_ipython_extension(shell) -> None:
     sharpen_figures()
 
 
-def find_notebook(number: str, folder: Path = NOTEBOOKS) -> Path:
-    """The course notebook whose file name starts with ``number`` (e.g. "03")."""
+def find_notebook(number: str, folder: Path | None = None) -> Path:
+    """The course notebook whose file name starts with ``number`` (e.g. "03"), in ``folder``
+    (default: notebooks/ of the course root: ``--root``, ``$PRENORM_ROOT`` or the current folder)."""
+    folder = solution_dir(repo_root()) if folder is None else Path(folder)
     matches = sorted(folder.glob(f"{number}_*.ipynb"))
     if not matches:
         available = ", ".join(p.name[:2] for p in sorted(folder.glob("[0-9][0-9]_*.ipynb")))
@@ -366,7 +369,7 @@ def voila_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     """
     env = dict(os.environ if base is None else base)
     env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(ASSETS), env.get("JUPYTER_PATH", "")]))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(COURSE_ROOT), env.get("PYTHONPATH", "")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TOOLS_PARENT), env.get("PYTHONPATH", "")]))
     return env
 
 
@@ -379,11 +382,12 @@ def voila_command(target: str, *extra: str) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m prenorm_course.classroom", description=__doc__.split("\n")[0])
     parser.add_argument("number", help="the notebook's number, e.g. 03")
+    parser.add_argument("--root", type=Path, help=f"course root (default: ${ROOT_ENV} or the current folder)")
     parser.add_argument("voila_args", nargs=argparse.REMAINDER, help="passed on to voila (e.g. --port=8867)")
     args = parser.parse_args(argv)
     try:
-        source = find_notebook(args.number)
-    except ValueError as error:
+        source = find_notebook(args.number, solution_dir(repo_root(args.root)))
+    except (ValueError, FileNotFoundError) as error:
         parser.error(str(error))
     folder = Path(tempfile.mkdtemp(prefix="prenorm-demo-"))
     notebook = write_dashboard(source, folder)

@@ -34,9 +34,11 @@ def sinusoidal_encoding(positions: torch.Tensor, d_model: int, base: float = 100
     validation.positive_int("d_model", d_model)
     if d_model % 2:
         raise ValueError(f"d_model must be even for sinusoidal positions (sin and cos pairs), got {d_model}")
-    speeds = functional.rope_angles(base, d_model, 2)[1].to(positions.device)  # (d_model/2,) radians per position
-    angles = positions.to(torch.float64)[..., None] * speeds  # (..., d_model/2)
-    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2).to(torch.float32)  # (..., d_model)
+    device = positions.device
+    here = torch.device("cpu") if device.type == "mps" else device  # MPS has no float64: compute on the CPU
+    speeds = functional.rope_angles(base, d_model, 2)[1].to(here)  # (d_model/2,) radians per position
+    angles = positions.to(here, torch.float64)[..., None] * speeds  # (..., d_model/2)
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2).to(device, torch.float32)  # (..., d_model)
 
 
 class SinusoidalPositions(nn.Module):

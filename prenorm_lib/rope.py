@@ -68,8 +68,8 @@ class RotaryPositionalEmbedding(nn.Module):
             self._check_positions(token_positions, seq_len)
             cos = self.cos[token_positions]  # (..., seq_len, d_k/2)
             sin = self.sin[token_positions]  # (..., seq_len, d_k/2)
-        if self.pairing == "half":
-            return functional.apply_rope(x, cos, sin, "half")  # (..., seq_len, d_k)
+        if self.pairing == "half" or x.device.type == "mps":  # MPS lacks complex ops: the real form, same numbers
+            return functional.apply_rope(x, cos, sin, self.pairing)  # (..., seq_len, d_k)
         # Interleaved pairs are complex numbers, and the rotation one complex product: on a CPU
         # it runs forward and backward in a third of the time of the real form's four passes,
         # and gives the same numbers (tests/model/test_rope.py checks it against the real forms).

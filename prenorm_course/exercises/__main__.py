@@ -19,9 +19,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m prenorm_course.exercises",
         description="Build, check, grade and verify the prenorm course exercises. "
-        f"The course root is the repository holding the installed package; set {ROOT_ENV} to override it.",
+        f"The course root is --root, else ${ROOT_ENV}, else the current folder.",
     )
-    parser.add_argument("--root", type=Path, help=f"course root (default: ${ROOT_ENV} or the repository)")
+    parser.add_argument("--root", type=Path, help=f"course root (default: ${ROOT_ENV} or the current folder)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     build = commands.add_parser("build", help="write notebooks/exercises/ from notebooks/NN_*.ipynb",

@@ -1,7 +1,7 @@
 """Where the course files live, independent of the current directory.
 
-The course root is the checkout that holds ``prenorm_course/`` (these tools are run from a
-checkout, never installed). ``PRENORM_ROOT`` overrides it, and
+The course root is the checkout that holds ``notebooks/`` (these tools are run from a
+checkout, never installed): ``--root``, else ``PRENORM_ROOT``, else the current folder, and
 every function takes an explicit ``root`` so tests can point at a temp folder.
 """
 
@@ -15,14 +15,14 @@ SOLUTION_GLOB = "[0-9][0-9]_*.ipynb"
 
 
 def repo_root(root: str | os.PathLike | None = None) -> Path:
-    """The course root: ``root`` if given, else ``$PRENORM_ROOT``, else the package's parent."""
+    """The course root: ``root`` if given (``--root``), else ``$PRENORM_ROOT``, else the current folder."""
     if root is None:
-        root = os.environ.get(ROOT_ENV) or Path(__file__).resolve().parents[2]
+        root = os.environ.get(ROOT_ENV) or Path.cwd()
     path = Path(root).resolve()
     if not (path / "notebooks").is_dir():
         raise FileNotFoundError(
-            f"no notebooks/ folder under the course root {path}; "
-            f"set {ROOT_ENV} to the repository that holds notebooks/"
+            f"no notebooks/ folder under the course root {path}; run from the course checkout "
+            f"(make does), pass --root, or set {ROOT_ENV} to the folder that holds notebooks/"
         )
     return path
 

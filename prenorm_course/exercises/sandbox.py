@@ -1,7 +1,7 @@
 """Where a learner's kernel runs: a throw-away folder inside a bubblewrap sandbox.
 
 Every kernel gets a fresh folder holding a copy of what a notebook needs -- the course
-library ``prenorm_lib`` and the experiment records ``results/`` -- taken as bytes once,
+library ``prenorm_lib`` with its experiment records -- taken as bytes once,
 before any learner code ran (``CourseFiles``), so a submission that rewrites its copy
 changes nothing for the next one.
 
@@ -71,13 +71,10 @@ class CourseFiles:
     def take(cls, root: Path) -> CourseFiles:
         package = Path(prenorm_lib.__file__).resolve().parent  # the library the grader itself runs
         files: dict[str, bytes] = {}
-        for base, top in ((package, "prenorm_lib"), (root / "results", "results")):
-            if not base.is_dir():
-                continue
-            for path in sorted(base.rglob("*")):
-                if path.is_file() and not (set(path.relative_to(base).parts) & SKIPPED_DIRS) \
-                        and path.suffix != ".pyc":
-                    files[f"{top}/{path.relative_to(base).as_posix()}"] = path.read_bytes()
+        for path in sorted(package.rglob("*")):  # the library, its corpora and its experiment records
+            if path.is_file() and not (set(path.relative_to(package).parts) & SKIPPED_DIRS) \
+                    and path.suffix != ".pyc":
+                files[f"prenorm_lib/{path.relative_to(package).as_posix()}"] = path.read_bytes()
         # The agent that answers the grader from inside the kernel, and the wire format it speaks:
         # the only course tools a kernel sees (as empty packages around them, so nothing else loads).
         tools = Path(__file__).resolve().parent

@@ -7,7 +7,7 @@
   attention logits, agreement accuracy);
 - :mod:`~prenorm_lib.lab.timing`: fair speed comparisons (interleaved, paired, with spread);
 - :mod:`~prenorm_lib.lab.experiments`: runs too long for a notebook, stored as records in
-  ``results/``;
+  ``prenorm_lib/lab/experiments/results/`` (shipped with the package);
 - :mod:`~prenorm_lib.lab.figures`, :mod:`~prenorm_lib.lab.plotting`,
   :mod:`~prenorm_lib.lab.sliders`: every picture and slider of the notebooks;
 - :mod:`~prenorm_lib.lab.reproducible`: ``setup()``, the first call of every notebook.

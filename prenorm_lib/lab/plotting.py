@@ -14,7 +14,9 @@ from pathlib import Path
 import matplotlib as mpl
 import numpy as np
 
-FIGURES_DIR = Path(__file__).resolve().parents[2] / "figures"
+# Where `make figures` writes: figures/ of the folder it runs in (make runs from the course root;
+# an installed library has no course root of its own). save_figure(directory=…) writes elsewhere.
+FIGURES_DIR = Path("figures")
 
 # Okabe & Ito's palette ("Color Universal Design", 2008): its colours stay apart for the
 # common colour-vision deficiencies. Yellow (#F0E442) is left out: too light on white.

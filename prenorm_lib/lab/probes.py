@@ -271,6 +271,11 @@ def adam_first_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, lr: floa
     }
 
 
+def _device_of(model: nn.Module) -> torch.device:
+    """Where the model's parameters live (PRENORM_DEVICE may have put them on a GPU)."""
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
+
+
 def max_attention_logit(model: nn.Module, token_ids: torch.Tensor) -> float:
     """The largest |q·k/√d_head| over every layer, head and causally visible pair, for ``token_ids``.
 
@@ -286,7 +291,7 @@ def max_attention_logit(model: nn.Module, token_ids: torch.Tensor) -> float:
         largest.append(logits.abs().masked_fill(~visible, 0).amax().item())
 
     with evaluating(model), hooks([layer.attn for layer in model.layers], record, pre=True):
-        model(token_ids)
+        model(token_ids.to(_device_of(model)))
     return max(largest)
 
 
@@ -361,7 +366,7 @@ def agreement_accuracy(
     for i, row in enumerate(rows):
         ids[i, : len(row)] = torch.tensor(row)
     with evaluating(model):
-        logits = model(ids)  # (N, width, vocab_size)
+        logits = model(ids.to(_device_of(model))).cpu()  # (N, width, vocab_size)
     at_verb = logits[torch.arange(len(rows)), torch.tensor(last)]  # (N, vocab_size)
     hits = at_verb[torch.arange(len(rows)), torch.tensor(correct_ids)] > at_verb[
         torch.arange(len(rows)), torch.tensor(wrong_ids)

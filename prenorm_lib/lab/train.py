@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,30 @@ from prenorm_lib.lab.probes import evaluating, gradient_norms_by_layer, next_tok
 from prenorm_lib.model import TransformerLM
 
 VAL_BATCH_SEED = 2020  # every run is scored on the same validation windows
+
+# The one setting that moves training onto a GPU: PRENORM_DEVICE=cuda (NVIDIA) or mps (Apple
+# silicon); unset or "cpu", everything runs on the CPU (the notebooks' stored outputs are CPU runs).
+DEVICE_ENV = "PRENORM_DEVICE"
+DEVICES = ("cpu", "cuda", "mps")
+
+
+def default_device() -> torch.device:
+    """The device models are trained on: ``$PRENORM_DEVICE`` (cpu, cuda, cuda:N or mps), cpu when unset.
+
+    Raises ValueError for another name and RuntimeError when the device is named but this torch
+    cannot use it (a CPU-only build, no GPU), saying what to do instead of silently using the CPU.
+    """
+    name = os.environ.get(DEVICE_ENV, "").strip().lower() or "cpu"
+    kind, _, index = name.partition(":")
+    if kind not in DEVICES or (index and (kind != "cuda" or not index.isdigit())):
+        raise ValueError(f"{DEVICE_ENV} must be one of {', '.join(DEVICES)} (or cuda:N), got {name!r}")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"{DEVICE_ENV}={name}, but this torch ({torch.__version__}) sees no CUDA GPU: "
+                           f"install a CUDA build of torch, or unset {DEVICE_ENV} to train on the CPU")
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise RuntimeError(f"{DEVICE_ENV}={name}, but this torch ({torch.__version__}) cannot use Apple's MPS "
+                           f"(it needs an Apple-silicon Mac): unset {DEVICE_ENV} to train on the CPU")
+    return torch.device(name)
 
 
 @dataclass(frozen=True)
@@ -289,12 +314,18 @@ def model_config(**overrides) -> dict:
     return config
 
 
-def build_model(corpus: Corpus, seed: int = 0, **overrides) -> TransformerLM:
-    """A TransformerLM for ``corpus``, initialised from ``seed`` without touching global RNG state."""
+def build_model(corpus: Corpus, seed: int = 0, device: torch.device | str | None = None,
+                **overrides) -> TransformerLM:
+    """A TransformerLM for ``corpus``, initialised from ``seed`` without touching global RNG state.
+
+    The weights are drawn on the CPU (the same model on every device), then moved to
+    ``device`` (default :func:`default_device`: ``$PRENORM_DEVICE``, else the CPU).
+    """
     config = model_config(**{"vocab_size": corpus.vocab_size, **overrides})
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return TransformerLM(**config)
+        model = TransformerLM(**config)
+    return model.to(default_device() if device is None else torch.device(device))
 
 
 

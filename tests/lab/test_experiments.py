@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from prenorm_lib.lab import experiments
+from prenorm_lib.lab import experiments, train
 
 
 @pytest.fixture
@@ -107,12 +108,38 @@ def test_a_full_run_stores_its_fingerprint_and_drift_finds_changed_code(toy, tmp
 
 def test_drift_tolerates_the_last_bits_of_another_cpu(toy, tmp_path):
     toy.FINGERPRINT = {"seeds": [0]}
-    toy.run_seed = lambda config, seed: {"loss": 2.5}
+    toy.run_seed = lambda config, seed: {"loss": 2.5123, "rounded": 4.4936, "logit": 2.81, "steps": 12}
     experiments.run("toy", write=True, results_dir=tmp_path, log=lambda _: None)
-    toy.run_seed = lambda config, seed: {"loss": 2.5 * (1 + 1e-6)}
+    rtol = experiments.FINGERPRINT_RTOL
+    # Within the measured spread, or one unit of the stored rounding (a last bit that crossed a boundary).
+    toy.run_seed = lambda config, seed: {"loss": 2.5123 * (1 + rtol / 2), "rounded": 4.4935, "logit": 2.82, "steps": 12}
     assert experiments.drift("toy", tmp_path) is None
-    toy.run_seed = lambda config, seed: {"loss": 2.503}
-    assert "(toy.loss: 2.5 stored, 2.503 now)" in experiments.drift("toy", tmp_path)
+    # Beyond the spread plus one unit of the rounding, or an integer one off: other code.
+    for changed, shown in [({"rounded": 4.4926}, "toy.rounded: 4.4936 stored, 4.4926 now"),
+                           ({"loss": 2.5123 * (1 + 3 * rtol)}, "toy.loss: 2.5123 stored"),
+                           ({"logit": 2.79}, "toy.logit: 2.81 stored, 2.79 now"),
+                           ({"steps": 11}, "toy.steps: 12 stored, 11 now")]:
+        fresh = {"loss": 2.5123, "rounded": 4.4936, "logit": 2.81, "steps": 12} | changed
+        toy.run_seed = lambda config, seed, fresh=fresh: fresh
+        assert shown in experiments.drift("toy", tmp_path)
+
+
+def test_the_last_decimal_of_a_stored_number():
+    assert experiments.last_decimal(4.4936) == pytest.approx(1e-4)
+    assert experiments.last_decimal(212.81) == pytest.approx(1e-2)
+    assert experiments.last_decimal(3.0) == pytest.approx(0.1)
+    assert experiments.last_decimal(12) == 0.0
+    assert experiments.last_decimal(1e-20) == 0.0
+
+
+def test_records_live_in_the_package_unless_the_setting_says_otherwise(toy, tmp_path, monkeypatch):
+    monkeypatch.delenv(experiments.RESULTS_ENV, raising=False)
+    assert experiments.record_path("toy") == experiments.RESULTS_DIR / "toy.json"
+    assert experiments.RESULTS_DIR.parts[-4:] == ("prenorm_lib", "lab", "experiments", "results")
+    monkeypatch.setenv(experiments.RESULTS_ENV, str(tmp_path / "mine"))
+    experiments.run("toy", write=True, log=lambda _: None)
+    assert (tmp_path / "mine" / "toy.json").is_file()
+    assert experiments.load("toy").runs["2"] == {"value": 4, "curve": [2, 3]}
 
 
 def test_a_live_run_stores_no_fingerprint_and_a_record_without_one_is_refused(toy, tmp_path):
@@ -133,8 +160,18 @@ def test_timing_experiments_have_no_fingerprint(toy, tmp_path):
 
 @pytest.mark.parametrize("name", experiments.available())
 def test_every_stored_record_matches_its_experiment(name):
-    """A record in results/ made with another configuration than the code's fails here."""
+    """A stored record made with another configuration than the code's fails here."""
     assert experiments.staleness(name) is None
+
+
+@pytest.mark.slow
+def test_drift_still_catches_a_real_change_of_the_code(monkeypatch):
+    """The tolerance is no blindfold: one warmup step more in the schedule (an off-by-one) is caught."""
+    original = train.lr_at
+    monkeypatch.setattr(train, "lr_at", lambda step, config: original(
+        step, dataclasses.replace(config, warmup_steps=config.warmup_steps + 1)))
+    problem = experiments.drift("ffn_ablation")
+    assert problem is not None and "ffn_ablation.json was made by code that computes differently now" in problem
 
 
 @pytest.mark.slow

@@ -8,6 +8,12 @@ and is run by ``python -m prenorm_lib.lab.experiments run NAME`` (``make experim
 ran on, the wall time and the git commit. The notebook loads the record with
 :func:`load`, plots it, says how it was made, and runs a short live version itself.
 
+Where records live: ``prenorm_lib/lab/experiments/results/`` (:data:`RESULTS_DIR`), inside
+the package, so an installed wheel carries them and a notebook finds them from any folder.
+``make experiment`` writes there. The environment variable ``PRENORM_RESULTS`` names
+another folder to read records from and write them to (a learner re-making a record
+without touching the installed ones).
+
 An experiment module defines
 
 - ``DESCRIPTION``: one line saying what it measures;
@@ -25,6 +31,14 @@ one seed). A full run stores that small run's results in the record, and :func:`
 repeats it with today's code: different numbers mean the record was made by code that no
 longer computes the same thing (the test suite checks every record this way). Timing
 experiments have no fingerprint: their numbers differ on every run.
+
+"Different" allows for the last bits: another CPU, or another of torch's and MKL's code
+paths on the same CPU (AVX-512, AVX2, no SIMD), rounds differently, and a few updates of
+training can amplify that. :data:`FINGERPRINT_RTOL` is derived from measurements of that
+spread (``python -m prenorm_lib.lab.experiments spread`` re-runs every fingerprint under
+each of :data:`CODE_PATHS` and prints how far the numbers move), with a margin; it is an
+order of magnitude below what a real code change moves (the tests change the code on
+purpose and check that drift is caught).
 """
 
 from __future__ import annotations
@@ -36,6 +50,7 @@ import os
 import pkgutil
 import platform
 import subprocess
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
@@ -46,7 +61,9 @@ from typing import Any
 
 import torch
 
-RESULTS_DIR = Path(__file__).resolve().parents[3] / "results"
+# The one place records live (package data: shipped in the wheel). PRENORM_RESULTS overrides it.
+RESULTS_DIR = Path(__file__).resolve().with_name("results")
+RESULTS_ENV = "PRENORM_RESULTS"
 REQUIRED = ("DESCRIPTION", "CONFIG", "run_seed")
 
 
@@ -75,8 +92,10 @@ class Record:
     def made_how(self) -> str:
         """One line for the notebook: the command, the time it took and where it ran."""
         env = self.environment
+        device = env.get("device", "cpu")  # records older than the device setting ran on the CPU
+        where = env["cpu"] if device == "cpu" else f"{device} ({env['cpu']})"
         return (
-            f"made by `{self.command}` in {self.wall_seconds / 60:.1f} min on {env['cpu']} "
+            f"made by `{self.command}` in {self.wall_seconds / 60:.1f} min on {where} "
             f"({env['jobs']} process(es) × {env['threads_per_run']} thread), torch {env['torch']}, "
             f"commit {self.commit[:12]}"
         )
@@ -108,15 +127,24 @@ def _plain(config: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(config))
 
 
+def default_results_dir() -> Path:
+    """Where records are read and written: ``$PRENORM_RESULTS`` if set, else :data:`RESULTS_DIR`."""
+    override = os.environ.get(RESULTS_ENV)
+    return Path(override).expanduser() if override else RESULTS_DIR
+
+
 def record_path(name: str, results_dir: Path | None = None) -> Path:
-    return (RESULTS_DIR if results_dir is None else Path(results_dir)) / f"{name}.json"
+    return (default_results_dir() if results_dir is None else Path(results_dir)) / f"{name}.json"
 
 
 def _commit() -> str:
-    root = RESULTS_DIR.parent
+    """The git commit of the library's checkout (with a mark if its code has uncommitted changes), or "unknown"."""
+    import prenorm_lib
+
+    package = Path(prenorm_lib.__file__).resolve().parent  # the library's code, not the course around it
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "prenorm_lib"], cwd=root,
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=package, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", ".", f":(exclude){RESULTS_DIR}"], cwd=package,
                                capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -137,6 +165,8 @@ def environment(jobs: int) -> dict[str, Any]:
     """What the numbers depend on besides the code: versions, processor, parallelism."""
     import numpy
 
+    from prenorm_lib.lab.train import default_device
+
     return {
         "torch": torch.__version__,
         "numpy": numpy.__version__,
@@ -146,6 +176,7 @@ def environment(jobs: int) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "jobs": jobs,
         "threads_per_run": 1,
+        "device": str(default_device()),  # $PRENORM_DEVICE: cpu unless a learner chose a GPU
     }
 
 
@@ -237,16 +268,138 @@ def staleness(name: str, results_dir: Path | None = None) -> str | None:
     return None
 
 
-def fingerprint(name: str) -> dict[str, Any]:
-    """The small run that pins down what today's code computes: ``CONFIG`` with ``FINGERPRINT`` applied."""
+def fingerprint(name: str, threads: int = 1) -> dict[str, Any]:
+    """The small run that pins down what today's code computes: ``CONFIG`` with ``FINGERPRINT`` applied.
+
+    It runs on the CPU, whatever ``$PRENORM_DEVICE`` says (a record made on a GPU is still
+    checked on CI's CPU), on one torch thread, as every seed of a record does (``threads``
+    exists to measure what a second thread would change, see :func:`spread`).
+    """
+    from prenorm_lib.lab.train import DEVICE_ENV
+
     module = experiment(name)
     config = _plain({**module.CONFIG, **module.FINGERPRINT})
-    threads = torch.get_num_threads()
+    previous, device = torch.get_num_threads(), os.environ.get(DEVICE_ENV)
+    os.environ[DEVICE_ENV] = "cpu"  # on the CPU wherever the record was made: CI compares it there
     try:
-        _, result, _ = _run_one(name, config, config["seeds"][0])
+        if threads == 1:
+            _, result, _ = _run_one(name, config, config["seeds"][0])
+        else:
+            torch.set_num_threads(threads)
+            result = module.run_seed(config, config["seeds"][0])
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(previous)
+        if device is None:
+            del os.environ[DEVICE_ENV]
+        else:
+            os.environ[DEVICE_ENV] = device
     return {"config": config, "result": _plain(result)}
+
+
+# Relative tolerance of drift(): how far a fingerprint's numbers may move before the record
+# counts as made by other code. Measured (`python -m prenorm_lib.lab.experiments spread`) on an
+# AMD EPYC (Zen 5, AVX-512) against records made on an Intel Xeon, under each of CODE_PATHS:
+# ffn_ablation's fingerprint did not move at all; rope_positions' and warmup_grid's moved by at
+# most one unit of their stored rounding (3.1076 vs 3.1077: 3.2e-5 relative, MEASURED_SPREAD),
+# and beyond the rounding by at most 1.9e-6 (a diverging loss, 74844790.58 vs 74844930.72).
+# drift() allows one unit of the rounding (ROUNDING_SLACK) plus FINGERPRINT_RTOL, SPREAD_MARGIN
+# times the largest move, for CPUs not measured here. A real change of the code
+# moves a fingerprint by far more (tests/lab/test_experiments.py makes one on purpose).
+# (frontier_lr_sweep's fingerprint at lr 0.1 moved 3e-2: training at that rate amplifies last
+# bits, so no tolerance can tell them from a change; its fingerprint must run at a lower rate.)
+MEASURED_SPREAD = 3.2e-5
+SPREAD_MARGIN = 3
+FINGERPRINT_RTOL = SPREAD_MARGIN * MEASURED_SPREAD
+FINGERPRINT_ATOL = 1e-12
+ROUNDING_SLACK = 1.01  # one unit of a stored number's last decimal, and a hair for binary floats
+
+# The code paths one CPU can take, which stand in for other CPUs: (label, environment, threads).
+CODE_PATHS: tuple[tuple[str, dict[str, str], int], ...] = (
+    ("this CPU, 1 thread", {}, 1),
+    ("this CPU, 2 threads", {}, 2),
+    ("ATen without SIMD", {"ATEN_CPU_CAPABILITY": "default"}, 1),
+    ("ATen AVX2", {"ATEN_CPU_CAPABILITY": "avx2"}, 1),
+    ("ATen AVX2 + MKL AVX2", {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, 1),
+)
+_CODE_PATH_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR")
+
+
+def _numbers(value: Any, path: str):
+    """``(path, number)`` for every number of a JSON-like value, in order."""
+    if isinstance(value, dict):
+        for key in value:
+            yield from _numbers(value[key], f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _numbers(item, f"{path}[{i}]")
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield path, value
+
+
+def last_decimal(stored: int | float) -> float:
+    """One unit of the last decimal a stored number was rounded to (4.4936 -> 1e-4, 212.81 -> 0.01); 0 for an int.
+
+    Records round what they store; a last-bit difference can move a number across a
+    rounding boundary, which changes it by one such unit however small the difference was.
+    """
+    text = repr(stored)
+    if isinstance(stored, int) or "e" in text or "." not in text:
+        return 0.0
+    return 10.0 ** -len(text.split(".", 1)[1])
+
+
+def relative_move(stored: Any, fresh: Any, name: str = "") -> tuple[float, str]:
+    """The largest relative difference between the numbers of two results of the same shape, and where.
+
+    A difference of one unit of the stored number's last decimal (see :func:`last_decimal`) counts as none.
+    """
+    worst, where = 0.0, ""
+    fresh_numbers = dict(_numbers(fresh, name))
+    for path, a in _numbers(stored, name):
+        b = fresh_numbers.get(path)
+        if b is None or (math.isnan(a) and math.isnan(b)):
+            continue
+        move = max(0.0, abs(a - b) - ROUNDING_SLACK * last_decimal(a)) / max(abs(a), abs(b), 1e-12)
+        if move > worst:
+            worst, where = move, f"{path}: {a!r} vs {b!r}"
+    return worst, where
+
+
+def fingerprint_elsewhere(name: str, environment: dict[str, str], threads: int = 1) -> dict[str, Any]:
+    """:func:`fingerprint` in a fresh Python with ``environment`` (torch reads its code path when it starts)."""
+    env = {k: v for k, v in os.environ.items() if k not in _CODE_PATH_VARIABLES} | environment
+    done = subprocess.run(
+        [sys.executable, "-m", __name__, "fingerprint", name, "--threads", str(threads)],
+        env=env, capture_output=True, text=True, check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"fingerprint of {name} under {environment} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def spread(name: str, log=print) -> dict[str, float]:
+    """How far ``name``'s fingerprint moves under each of :data:`CODE_PATHS`: label -> largest relative move.
+
+    Moves are measured from the stored record's fingerprint when it has a current one, else
+    from the first code path.
+    """
+    module = experiment(name)
+    if not hasattr(module, "FINGERPRINT"):
+        return {}
+    expected = _plain({**module.CONFIG, **module.FINGERPRINT})
+    try:
+        stored = read(name).fingerprint
+    except StaleRecordError:
+        stored = None
+    reference = stored["result"] if stored and stored["config"] == expected else None
+    moves: dict[str, float] = {}
+    for label, environment, threads in CODE_PATHS:
+        result = fingerprint_elsewhere(name, environment, threads)["result"]
+        if reference is None:
+            reference = result
+        moves[label], where = relative_move(reference, result, name)
+        log(f"{name:20} {label:22} {moves[label]:.2e}  {where}")
+    return moves
 
 
 def _first_difference(stored: Any, fresh: Any, path: str, rtol: float) -> str | None:
@@ -269,16 +422,18 @@ def _first_difference(stored: Any, fresh: Any, path: str, rtol: float) -> str | 
         return None
     numbers = (int, float)
     if isinstance(stored, numbers) and isinstance(fresh, numbers) and not isinstance(stored, bool):
-        same = math.isclose(stored, fresh, rel_tol=rtol, abs_tol=1e-12) or (math.isnan(stored) and math.isnan(fresh))
+        allowed = rtol * max(abs(stored), abs(fresh)) + ROUNDING_SLACK * last_decimal(stored) + FINGERPRINT_ATOL
+        same = abs(stored - fresh) <= allowed or (math.isnan(stored) and math.isnan(fresh))
         return None if same else f"{path}: {stored!r} stored, {fresh!r} now"
     return None if stored == fresh else f"{path}: {stored!r} stored, {fresh!r} now"
 
 
-def drift(name: str, results_dir: Path | None = None, rtol: float = 1e-4) -> str | None:
+def drift(name: str, results_dir: Path | None = None, rtol: float | None = None) -> str | None:
     """Why the record of ``name`` no longer matches what the code computes, or None.
 
     Re-runs the record's fingerprint (a few seconds) and compares its results, floats to
-    ``rtol`` (other CPUs round the last bits differently). None for an experiment without
+    ``rtol`` (default :data:`FINGERPRINT_RTOL`: other CPUs and code paths round the last bits
+    differently, see :func:`spread`). None for an experiment without
     ``FINGERPRINT`` (timings) and for a record that is stale anyway (see :func:`staleness`).
     """
     module = experiment(name)
@@ -290,6 +445,7 @@ def drift(name: str, results_dir: Path | None = None, rtol: float = 1e-4) -> str
     if record.fingerprint is None or record.fingerprint["config"] != expected:
         return f"{name}.json has no fingerprint for the code's FINGERPRINT: {command}"
     fresh = fingerprint(name)
+    rtol = FINGERPRINT_RTOL if rtol is None else rtol
     difference = _first_difference(record.fingerprint["result"], fresh["result"], name, rtol)
     if difference:
         return f"{name}.json was made by code that computes differently now ({difference}): {command}"
@@ -315,7 +471,19 @@ def main(argv: list[str] | None = None) -> int:
     run_cmd.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="seeds run at once (processes)")
     run_cmd.add_argument("--stale-only", action="store_true", help="skip experiments whose record is current")
     commands.add_parser("check", help="exit 1 if any record is missing, stale, or made by code that has changed")
+    spread_cmd = commands.add_parser("spread", help="how far each fingerprint moves under other CPU code paths")
+    spread_cmd.add_argument("names", nargs="*", help="experiments to measure (default: all with a fingerprint)")
+    print_cmd = commands.add_parser("fingerprint", help="print one experiment's fingerprint run as JSON")
+    print_cmd.add_argument("name")
+    print_cmd.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
+    if args.command == "fingerprint":
+        print(json.dumps(fingerprint(args.name, threads=args.threads)))
+        return 0
+    if args.command == "spread":
+        worst = max((max(spread(name).values(), default=0.0) for name in args.names or available()), default=0.0)
+        print(f"largest relative move {worst:.2e}; drift() allows {FINGERPRINT_RTOL:.2e}")
+        return 0 if worst <= FINGERPRINT_RTOL else 1
     if args.command == "list":
         for name in available():
             problem = staleness(name)
