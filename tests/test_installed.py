@@ -35,9 +35,9 @@ try:
 except ModuleNotFoundError:
     class NotInstalled(Exception):
         _render_traceback_ = lambda self: [str(self)]  # IPython shows this line, no traceback
-    raise NotInstalled("This notebook needs the course's library, prenorm_lib: run  %pip install <the course's "
-                       "wheel or git URL>  in a cell, then restart the kernel (README: Run it without installing "
-                       "anything locally).") from None'''
+    raise NotInstalled("This notebook needs the course's library prenorm_lib: in a cell run "
+                       "%pip install prenorm_lib-0.1.0-py3-none-any.whl (the wheel `make wheel` builds; "
+                       "or pip install . in the course folder), then restart the kernel.") from None'''
 
 
 def package_data_globs() -> list[str]:
@@ -135,7 +135,6 @@ def test_the_first_cell_prints_one_line_where_the_library_is_missing(tmp_path):
     assert installed.cells[0].outputs == []  # installed: the cell prints nothing (nbval compares no output)
 
 
-@pytest.mark.xfail(reason="the lead pastes FIRST_CELL into each notebook's first code cell at merge", strict=False)
 @pytest.mark.parametrize("path", notebooks(), ids=lambda path: path.name)
 def test_every_notebook_starts_with_the_install_check(path):
     cells = [cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
