@@ -1,4 +1,4 @@
-"""Notebook 03's figure module: its tables, verdict lines and figure labels."""
+"""Notebook 03's figure module: its figure labels."""
 
 from __future__ import annotations
 
@@ -13,27 +13,6 @@ import pytest
 
 from prenorm_lib.lab.figures import rope
 from prenorm_lib.lab.sliders import LiveFigure
-from prenorm_lib.lab.stats import paired
-
-
-def test_table_renders_markdown_and_aligned_text():
-    table = rope.Table(["name", "value"], [["a", 1], ["long name", "2.50"]], caption="numbers")
-    assert table._repr_markdown_().splitlines() == [
-        "**numbers**", "", "| name | value |", "|:---|---:|", "| a | 1 |", "| long name | 2.50 |"]
-    assert repr(table).splitlines() == ["numbers", "name       value", "a              1", "long name   2.50"]
-
-
-def test_table_refuses_a_row_of_the_wrong_width():
-    with pytest.raises(ValueError, match="every row needs 2 cells"):
-        rope.Table(["a", "b"], [["only one"]])
-
-
-def test_comparison_table_and_verdict_line_read_the_paired_comparison():
-    comparison = paired([1.0, 2.0, 3.0, 4.0], [2.0, 3.0, 4.5, 4.5], a_name="A", b_name="B", what="loss")
-    row = rope.comparison_table([comparison]).rows[0]
-    assert row[0] == "A − B, loss" and row[1] == "−1.000" and row[3] == "4 / 0" and row[5] == comparison.verdict
-    assert row[2] == f"[{comparison.low:+.3f}, {comparison.high:+.3f}]".replace("-", "−")
-    assert rope.verdict_line(comparison, "A vs B") == "A vs B: lower (4 of 4 seeds lower, p = 0.12)"
 
 
 def _visible_texts(fig) -> list[str]:

@@ -22,7 +22,6 @@ from matplotlib.ticker import FixedFormatter, FixedLocator, MaxNLocator, NullLoc
 from prenorm_lib import functional
 from prenorm_lib.lab.plotting import COLORS, mean_band
 from prenorm_lib.lab.sliders import LiveFigure
-from prenorm_lib.lab.stats import PairedComparison
 from prenorm_lib.rope import RotaryPositionalEmbedding
 
 ROPE_COLORS = {"query": COLORS["pre"], "key": COLORS["post"], "trail": COLORS["input"]}
@@ -40,55 +39,6 @@ THETA_CHOICES = (100.0, 1_000.0, 10_000.0, 100_000.0, 500_000.0, 1_000_000.0)
 _CIRCLE = np.exp(1j * np.linspace(0.0, 2.0 * np.pi, 97))  # unit circle, drawn once per clock
 _SLIDER_LAYOUT = Layout(width="420px")
 _SLIDER_STYLE = {"description_width": "110px"}
-
-
-class Table:
-    """A small table a notebook displays instead of lines of f-strings.
-
-    Jupyter renders it from Markdown (``_repr_markdown_``); its plain text (``repr``) is
-    the same table in aligned columns, for a terminal or a classroom that shows text.
-    Cells are strings: format numbers at the precision the claim needs before passing them.
-    """
-
-    def __init__(self, header: Sequence[str], rows: Sequence[Sequence[str]], caption: str = ""):
-        self.header, self.rows, self.caption = [str(h) for h in header], [[str(c) for c in r] for r in rows], caption
-        for row in self.rows:
-            if len(row) != len(self.header):
-                raise ValueError(f"every row needs {len(self.header)} cells (one per column), got {row}")
-
-    def _repr_markdown_(self) -> str:
-        lines = [f"**{self.caption}**", ""] if self.caption else []
-        lines.append("| " + " | ".join(self.header) + " |")
-        lines.append("|" + "|".join(":---" if i == 0 else "---:" for i in range(len(self.header))) + "|")
-        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        widths = [max(len(cell) for cell in column) for column in zip(self.header, *self.rows, strict=True)]
-
-        def line(cells: list[str]) -> str:
-            pairs = enumerate(zip(cells, widths, strict=True))
-            return "  ".join(cell.rjust(width) if i else cell.ljust(width) for i, (cell, width) in pairs)
-
-        return "\n".join(([self.caption] if self.caption else []) + [line(self.header), *map(line, self.rows)])
-
-
-def _signed(x: float) -> str:
-    return f"{x:+.3f}".replace("-", "−")
-
-
-def comparison_table(comparisons: Sequence[PairedComparison], caption: str = "") -> Table:
-    """Paired comparisons (``prenorm_lib.lab.stats.paired``) as rows: a − b, mean, 95 % CI, seeds, p, verdict."""
-    rows = [[f"{c.a_name} − {c.b_name}" + (f", {c.what}" if c.what else ""), _signed(c.mean),
-             f"[{_signed(c.low)}, {_signed(c.high)}]", f"{c.n_lower} / {c.n_higher}", f"{c.sign_p:.2g}",
-             c.verdict] for c in comparisons]
-    return Table(["difference a − b", "mean", "95 % CI", "seeds a<b / a>b", "sign p", "verdict"], rows, caption)
-
-
-def verdict_line(comparison: PairedComparison, claim: str) -> str:
-    """One short line for a classroom: the claim, the verdict word and the seeds each way."""
-    c = comparison
-    return f"{claim}: {c.verdict} ({c.n_lower} of {c.n} seeds lower, p = {c.sign_p:.2g})"
 
 
 def spaced(number: float) -> str:
