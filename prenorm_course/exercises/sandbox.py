@@ -279,17 +279,19 @@ def bwrap_command(stage: Path, uid: int | None, kernel_command: list[str]) -> li
     if uid is None:  # not root: a user namespace gives bubblewrap the right to make the others
         args.append("--unshare-user")
     args += _system_binds()
-    made: set[Path] = set()
+    # The private memory folders first: an interpreter or virtual environment that lives under
+    # /tmp (a CI checkout, a test's copy) is bound on top of the new /tmp, not hidden by it.
+    args += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
+             "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/dev/shm"]
+    made: set[Path] = {Path("/tmp"), Path("/dev"), Path("/dev/shm")}
     for path in interpreter_paths():
         for parent in reversed(path.parents[:-1]):  # as root bubblewrap would make them 0700: unreachable
             if parent not in made:
                 args += ["--perms", "0755", "--dir", str(parent)]
                 made.add(parent)
         args += ["--ro-bind", str(path), str(path)]
-    args += ["--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
-             "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/dev/shm",
-             "--bind", str(stage), str(stage), "--chdir", str(stage)]
+    args += ["--bind", str(stage), str(stage), "--chdir", str(stage)]
     if uid is not None:  # root: bubblewrap sets the sandbox up, then the learner's code runs as ``uid``
         setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
         args += ["--", setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",

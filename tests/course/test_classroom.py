@@ -160,7 +160,7 @@ def test_voila_finds_the_classroom_template():
 
 
 def test_unknown_number_names_the_choices():
-    with pytest.raises(ValueError, match=r"NB='99' matches no notebook .* expected one of 01, 02, 03, 05"):
+    with pytest.raises(ValueError, match=r"NB='99' matches no notebook .* expected one of 01, 02, 03, 04, 05"):
         classroom.find_notebook("99")
 
 

@@ -13,9 +13,11 @@ another learner's work, graded inside bubblewrap.
 from __future__ import annotations
 
 import csv
+import io
 import os
 import re
 import subprocess
+import tokenize
 from pathlib import Path
 
 import nbformat
@@ -306,7 +308,7 @@ def test_every_course_check_cell_is_gradable():
             assert "raise NotImplementedError" in built_cells[exercise.cell_id].source or \
                 " = ..." in built_cells[exercise.cell_id].source
         assert not any("NBVAL_" in c.source for c in built.cells)
-    assert len(seen) == 12
+    assert len(seen) == 16
 
 
 # --- reading learner files -------------------------------------------------------------------
@@ -645,6 +647,19 @@ def test_in_a_live_kernel_a_hint_is_one_line_and_not_done_does_not_stop_run_all(
     assert kernel.death.startswith("your code stopped the kernel")
 
 
+def code_names(source: str) -> set[str]:
+    """The names a cell's code uses: Python's tokens, so words in comments and strings do not count."""
+    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]  # IPython magics
+    tokens = tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline)
+    return {token.string for token in tokens if token.type == tokenize.NAME}
+
+
+def test_code_names_skip_comments_and_strings():
+    source = '# uses attention\nx = "attention"  # attention\ny = attention(q)'
+    assert code_names(source) == {"x", "y", "attention", "q"}
+    assert "attention" not in code_names('# Exercise 4.4: self-attention\nprint("an attention map")')
+
+
 def test_no_cell_after_a_check_needs_the_learners_object():
     """If a later cell used `my_rms_norm`, an unfinished exercise would stop Run All there: use the library's."""
     for path in solution_notebooks(repo_root()):
@@ -657,5 +672,5 @@ def test_no_cell_after_a_check_needs_the_learners_object():
             later = [c for c in nb.cells[[c.id for c in nb.cells].index(exercise.checker_cell_id) + 1:]
                      if c.cell_type == "code" and c.id not in checkers]
             for cell in later:
-                used = set(re.findall(r"\b\w+\b", cell.source)) & names
+                used = code_names(cell.source) & names
                 assert not used, f"{path.name}: cell `{cell.source[:40]}` uses {used} from Exercise {exercise.id}"

@@ -85,12 +85,17 @@ def silu_minimum(tolerance: float = 1e-12) -> float:
     return (low + high) / 2
 
 
+VIEW = (-0.6, 2.6)  # the y range draw_activations shows
+
+
 def draw_activations(x_min: float = -4.0, x_max: float = 4.0) -> plt.Figure:
     """ReLU, SiLU and GELU (solid) with their derivatives (dashed), on one axis."""
     x = torch.linspace(x_min, x_max, 401, dtype=torch.float64)
     fig, ax = plt.subplots(figsize=(7.2, 4.2))
     for name, fn in ACTIVATION_FUNCTIONS.items():
         y, dy = activation_and_derivative(fn, x)
+        # Only what the axes show carries markers: points above or below the view become gaps.
+        y, dy = (torch.where((v >= VIEW[0]) & (v <= VIEW[1]), v, torch.nan) for v in (y, dy))
         every = (len(x) // 8, len(x) // 8)
         ax.plot(x, y, color=COLORS[name], marker=MARKERS[name], markevery=every, markersize=6,
                 label=LABELS[name] + (" = x·σ(x)" if name == "silu" else ""))
@@ -102,7 +107,7 @@ def draw_activations(x_min: float = -4.0, x_max: float = 4.0) -> plt.Figure:
     ax.annotate(f"SiLU′ = 0 at x = {x_star:.3f}\n(SiLU's minimum)", xy=(x_star, 0.0), xytext=(-3.9, 0.75),
                 arrowprops={"arrowstyle": "->", "color": COLORS["silu"]})
     ax.axhline(0, color="black", linewidth=0.6)
-    ax.set(xlabel="x", ylabel="f(x)  and  f′(x)", ylim=(-0.6, 2.6), xlim=(x_min, x_max),
+    ax.set(xlabel="x", ylabel="f(x)  and  f′(x)", ylim=VIEW, xlim=(x_min, x_max),
            title="Activations (solid) and their derivatives (dashed)")
     ax.legend(ncol=2, loc="upper left")
     return fig
@@ -216,7 +221,7 @@ def plot_ffn_ablation(record: Record, baseline: str = "swiglu") -> plt.Figure:
     high = max(0.0, max(max(gaps[kind]) for kind in others))
     pad = 0.1 * (high - low) or 0.01
     right.set_xlim(low - pad, high + pad)
-    right.set(xlabel=f"final loss − {LABELS[baseline]}'s, same seed (nats/byte); bar: mean, 95 % CI",
+    right.set(xlabel=f"loss − {LABELS[baseline]}'s, same seed (nats/byte)\nbar: mean and 95 % CI",
               title=f"Paired: right of the line, {LABELS[baseline]} wins")
     right.grid(axis="y", visible=False)
     return fig
