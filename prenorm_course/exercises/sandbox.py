@@ -234,6 +234,9 @@ def interpreter_paths() -> list[Path]:
     """
     tops = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     tops.add(Path(os.path.realpath(sys.executable)).parent.parent)
+    # The kernel is started as sys.executable, unresolved: a venv reached through a symbolic
+    # link (a checkout's linked .venv) must also be visible under that name.
+    tops.add(Path(os.path.abspath(sys.executable)).parent.parent)
     kept: list[Path] = []
     for top in sorted(tops, key=lambda t: len(t.parts)):
         if top == Path("/usr") or Path("/usr") in top.parents:
