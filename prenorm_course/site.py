@@ -46,12 +46,16 @@ MATHJAX_PARTS = ("MathJax.js", "LICENSE", "config", "extensions", "jax/element",
                  "jax/output/HTML-CSS", "fonts/HTML-CSS/STIX-Web", "localization/en")
 MATHJAX_LEFT_OUT = ("a11y",)
 NOTEBOOK_PATTERN = "[0-9][0-9]_*.ipynb"
+# A Markdown link to another course notebook, "](02_name.ipynb" or "](02_name.ipynb#part":
+# on the site it must lead to that notebook's page, which sits beside this one.
+NOTEBOOK_LINK = re.compile(r"\]\((\d\d_[\w-]+)\.ipynb(?=[#)])")
 MARKER = ".prenorm-site"  # marks a folder this module built, so a rebuild may empty it
 
 COURSE_TITLE = "prenorm: the pre-norm Transformer block, piece by piece"
 COURSE_LEDE = (
-    "RMSNorm, SwiGLU against SiLU and ReLU, rotary position embeddings, and why the "
-    "norm moved in front of the sublayer: four notebooks, each built on one small tested library."
+    "RMSNorm, SwiGLU against SiLU and ReLU, rotary position embeddings, causal attention, and "
+    "why the norm moved in front of the sublayer: five notebooks, each built on one small tested "
+    "library."
 )
 
 # A src/href that leaves the site: a scheme (http:, https:, data: excluded) or "//host".
@@ -190,7 +194,8 @@ def static_widget_outputs(output: nbformat.NotebookNode, models: dict) -> list[n
 
 
 def make_static(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Replace widget views by notes and captured outputs; drop the widget state."""
+    """Replace widget views by notes and captured outputs, drop the widget state, and point
+    links to other course notebooks at their pages (a notebook file would not open there)."""
     models = widget_models(notebook)
     for cell in notebook.cells:
         if cell.cell_type != "code":
@@ -203,6 +208,9 @@ def make_static(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
                 outputs.append(output)
         cell.outputs = outputs
         cell.source = without_solution_markers(cell.source)
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            cell.source = NOTEBOOK_LINK.sub(r"](\1.html", cell.source)
     notebook.metadata.pop("widgets", None)
     return describe_figures(notebook)
 

@@ -292,3 +292,76 @@ def indistinguishable_lines(fig, visions=("deuteranopia", "protanopia", "greysca
                                         f"(under {min_difference:g})")
                         break
     return problems
+
+
+# --- alt text -------------------------------------------------------------------------------
+
+# Mathtext a screen reader should hear as words or symbols: "$\theta_k$" reads "θ_k".
+_MATHTEXT_SYMBOLS = {
+    r"\alpha": "α", r"\beta": "β", r"\gamma": "γ", r"\epsilon": "ε", r"\varepsilon": "ε", r"\theta": "θ",
+    r"\Theta": "Θ", r"\lambda": "λ", r"\mu": "μ", r"\sigma": "σ", r"\sqrt": "√", r"\cdot": "·",
+    r"\times": "×", r"\approx": "≈", r"\leq": "≤", r"\geq": "≥", r"\ell": "ℓ", r"\|": "‖",
+    r"\infty": "∞", r"\to": "→", r"\rightarrow": "→", r"\pm": "±", r"\ldots": "…", r"\dots": "…",
+    r"\partial": "∂", r"\nabla": "∇", r"\Delta": "Δ", r"\delta": "δ", r"\pi": "π", r"\omega": "ω",
+    r"\phi": "φ", r"\sum": "Σ", r"\prime": "′",
+}
+
+
+def plain_text(label: str) -> str:
+    """A figure text without mathtext markup: ``"$m\\theta_k$"`` → ``"mθ_k"``."""
+    if "$" not in label:
+        return " ".join(label.split())
+    for command, symbol in sorted(_MATHTEXT_SYMBOLS.items(), key=lambda item: -len(item[0])):
+        label = label.replace(command, symbol)
+    for command in (r"\mathrm", r"\mathbf", r"\mathit", r"\text", r"\left", r"\right"):
+        label = label.replace(command, "")
+    label = label.replace("$", "").replace("{", "").replace("}", "").replace("\\,", " ").replace("\\", "")
+    return " ".join(label.split())
+
+
+def describe_figure(fig) -> str:
+    """A description of ``fig`` from its own words, for an image's alt text.
+
+    The title (a suptitle, else the axes titles), then each panel: its title, what its
+    axes measure, and the names in its legend — what a reader who cannot see the picture
+    needs to know what it shows. The notebook text around the figure says what it means.
+    """
+    def words(text) -> str:
+        return plain_text(text.get_text()) if text is not None and text.get_visible() else ""
+
+    axes = [ax for ax in fig.axes if ax.get_visible() and (ax.axison or ax.get_title())]
+    title = words(getattr(fig, "_suptitle", None))
+    panels = []
+    for ax in axes:
+        parts = []
+        name = plain_text(ax.get_title())
+        if name and name != title:
+            parts.append(name)
+        x, y = plain_text(ax.get_xlabel()), plain_text(ax.get_ylabel())
+        if ax.axison and (x or y):
+            parts.append(" against ".join(label for label in (y, x) if label))
+        legend = ax.get_legend()
+        if legend is not None:
+            entries = [words(text) for text in legend.get_texts()]
+            parts.append("lines: " + ", ".join(entry for entry in entries if entry))
+        if parts:
+            panels.append("; ".join(parts))
+    if not title and len(panels) == 1:
+        return f"Figure: {panels[0]}."
+    if not title:
+        title = f"Figure with {len(panels)} panels" if panels else "Figure"
+    if len(panels) > 1:
+        return f"{title}. " + " ".join(f"Panel {i}: {panel}." for i, panel in enumerate(panels, start=1))
+    return f"{title}. {panels[0]}." if panels else f"{title}."
+
+
+def png_with_description(fig, **print_kwargs) -> tuple[bytes, dict]:
+    """The figure as PNG, with its description as alt text in the output's metadata.
+
+    Registered by :func:`prenorm_lib.setup` as IPython's PNG formatter for figures, so a
+    figure shown in a notebook stores ``{"alt": …}`` next to its picture: nbconvert, the
+    course's site and Voilà read it as the image's alt text.
+    """
+    from IPython.core.pylabtools import print_figure
+
+    return print_figure(fig, "png", **print_kwargs), {"alt": describe_figure(fig)}

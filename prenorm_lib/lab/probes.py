@@ -8,6 +8,7 @@ as it found it: no parameter, gradient or hook is changed afterwards.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -335,6 +336,26 @@ def dead_relu_fraction(model_or_ffn: nn.Module, x: torch.Tensor) -> float:
     return sum(d for d, _ in counts) / sum(t for _, t in counts)
 
 
+@functools.lru_cache(maxsize=16)
+def _agreement_items(
+    n_sentences: int, seed: int, attractors_only: bool
+) -> tuple[tuple[tuple[str, ...], str, str], ...]:
+    """The probe's sentences as (words before the main verb, correct form, wrong form).
+
+    Cached: a training run probes at every evaluation, and drawing the sentences (up to
+    eight times as many as kept, for attractors) costs more than the model's forward pass.
+    """
+    items = []
+    for sentence in generate_sentences(n_sentences * (8 if attractors_only else 1), seed):
+        verb = next(a for a in sentence.agreements if a.position == sentence.main_verb)
+        if attractors_only and not verb.attractor:
+            continue
+        items.append((tuple(sentence.words[: verb.position]), verb.correct, verb.wrong))
+        if len(items) == n_sentences:
+            break
+    return tuple(items)
+
+
 def agreement_accuracy(
     model: nn.Module, corpus: Corpus, n_sentences: int = 256, seed: int = 12345, attractors_only: bool = False
 ) -> float:
@@ -350,17 +371,12 @@ def agreement_accuracy(
     validation.positive_int("n_sentences", n_sentences)
     tokenizer = corpus.tokenizer
     rows, correct_ids, wrong_ids, last = [], [], [], []
-    for sentence in generate_sentences(n_sentences * (8 if attractors_only else 1), seed):
-        verb = next(a for a in sentence.agreements if a.position == sentence.main_verb)
-        if attractors_only and not verb.attractor:
-            continue
-        prefix = [tokenizer.eos_id, *tokenizer.encode(" ".join(sentence.words[: verb.position]))]
+    for prefix_words, correct, wrong in _agreement_items(n_sentences, seed, attractors_only):
+        prefix = [tokenizer.eos_id, *tokenizer.encode(" ".join(prefix_words))]
         rows.append(prefix)
         last.append(len(prefix) - 1)
-        correct_ids.append(tokenizer.word_to_id[verb.correct])
-        wrong_ids.append(tokenizer.word_to_id[verb.wrong])
-        if len(rows) == n_sentences:
-            break
+        correct_ids.append(tokenizer.word_to_id[correct])
+        wrong_ids.append(tokenizer.word_to_id[wrong])
     width = max(len(row) for row in rows)
     ids = torch.full((len(rows), width), tokenizer.eos_id, dtype=torch.long)  # right padding: causal
     for i, row in enumerate(rows):

@@ -6,13 +6,14 @@ on the next torch patch release. What makes outputs flap is fixed here, once.
 
 from __future__ import annotations
 
+import functools
 import random
 import warnings
 
 import numpy as np
 import torch
 
-from prenorm_lib.lab.plotting import use_house_style
+from prenorm_lib.lab.plotting import png_with_description, use_house_style
 
 DEFAULT_SEED = 0
 
@@ -47,11 +48,18 @@ def setup(seed: int = DEFAULT_SEED) -> None:
 
 
 def _inline_png() -> None:
-    """Ask IPython's inline backend for PNG only (no SVG, whose text embeds a date)."""
+    """Ask IPython's inline backend for PNG only (no SVG, whose text embeds a date), each
+    figure stored with its description as alt text (:func:`plotting.png_with_description`)."""
     try:
         from IPython import get_ipython
-        from matplotlib_inline.backend_inline import set_matplotlib_formats
+        from matplotlib.figure import Figure
+        from matplotlib_inline.backend_inline import InlineBackend, set_matplotlib_formats
     except ImportError:  # plain Python: nothing to configure
         return
-    if get_ipython() is not None:
-        set_matplotlib_formats("png")
+    shell = get_ipython()
+    if shell is None:
+        return
+    set_matplotlib_formats("png")
+    options = dict(InlineBackend.instance().print_figure_kwargs)
+    shell.display_formatter.formatters["image/png"].for_type(
+        Figure, functools.partial(png_with_description, base64=True, **options))

@@ -26,6 +26,8 @@ import matplotlib.pyplot as plt
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from prenorm_lib.lab.plotting import describe_figure
+
 __all__ = ["LiveFigure", "render_png", "value_text"]
 
 
@@ -141,8 +143,8 @@ class LiveFigure:
         self.image.value = render_png(self.fig)
         self.render_ms.append((time.perf_counter() - start) * 1e3)
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+    def _repr_mimebundle_(self, include=None, exclude=None) -> tuple[dict, dict]:
         bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude)
         bundle["text/plain"] = self.description
         bundle["image/png"] = base64.b64encode(self.frame()).decode("ascii")
-        return bundle
+        return bundle, {"image/png": {"alt": f"{self.description}. {describe_figure(self.fig)}"}}

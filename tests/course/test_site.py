@@ -153,3 +153,12 @@ def test_solution_markers_are_hidden_and_every_figure_has_a_description():
         notebook, resources={"metadata": {"name": "t"}, "site": {"root": "", "previous": None, "next": None,
                                                                  "download": None, "exercise": False}})
     assert "No description has been provided" not in body and 'alt="Loss by layer"' in body
+
+
+def test_links_between_course_notebooks_lead_to_their_pages():
+    text = ("Next: [notebook 2](02_swiglu_silu_relu.ipynb), its [controls](02_swiglu_silu_relu.ipynb#controls); "
+            "[the data](data/02_table.ipynb.json) and [elsewhere](https://example.org/03_rope.ipynb) stay.")
+    notebook = site.make_static(executed([nbformat.v4.new_markdown_cell(text)], {}))
+    assert notebook.cells[0].source == (
+        "Next: [notebook 2](02_swiglu_silu_relu.html), its [controls](02_swiglu_silu_relu.html#controls); "
+        "[the data](data/02_table.ipynb.json) and [elsewhere](https://example.org/03_rope.ipynb) stay.")

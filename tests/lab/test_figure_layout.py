@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 from prenorm_lib.lab.figures import TOPICS
-from prenorm_lib.lab.plotting import layout_problems, use_house_style
+from prenorm_lib.lab.plotting import describe_figure, layout_problems, use_house_style
 from prenorm_lib.lab.reproducible import seed_everything
 from prenorm_lib.lab.sliders import LiveFigure
 
@@ -63,6 +63,8 @@ def test_figure_is_legible(name, draw):
     else:
         fig = drawn
         problems = layout_problems(fig)
+    if describe_figure(fig) == "Figure.":
+        problems.append("no title, axis label or legend to describe it with (its alt text would be empty)")
     plt.close(fig)
     assert not problems, "\n".join(problems)
 

@@ -63,8 +63,9 @@ def test_the_figure_is_not_shown_a_second_time_by_pyplot():
 def test_display_bundle_has_a_stable_line_a_png_and_the_widget():
     fig, update, slider, *_ = sine_figure()
     live = LiveFigure(fig, update, {"k": slider}, "sin(kx) (slider: k)")
-    bundle = live._repr_mimebundle_()
+    bundle, metadata = live._repr_mimebundle_()
     assert bundle["text/plain"] == "sin(kx) (slider: k)"
+    assert metadata["image/png"]["alt"].startswith("sin(kx) (slider: k). Figure")
     assert base64.b64decode(bundle["image/png"]) == live.frame()
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == live.widget.model_id
 

@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-TOPICS = ("rmsnorm", "activations", "rope", "attention", "placement")
+TOPICS = ("rmsnorm", "ffn", "rope", "attention", "placement")
 
 
 def registry() -> dict[str, Callable]:
