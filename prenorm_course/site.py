@@ -151,6 +151,14 @@ def figure_alt(output: nbformat.NotebookNode, heading: str) -> str:
     return f"{DEFAULT_ALT}: {heading}" if heading else DEFAULT_ALT
 
 
+def png_description(path: Path) -> str:
+    """The ``Description`` text a PNG carries (``make figures`` writes the figure's), or ""."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return image.text.get("Description", "") if hasattr(image, "text") else ""
+
+
 def describe_figures(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """Give every stored PNG an alt text (output metadata, as nbconvert and JupyterLab read it)."""
     heading = ""
@@ -283,7 +291,8 @@ class SiteBuilder:
         others = []
         for png in sorted(self.figures.glob("*.png")) if self.figures.is_dir() else []:
             shutil.copy2(png, self.out / "figures" / png.name)
-            figure = {"href": f"figures/{png.name}", "caption": png.stem.replace("_", " ")}
+            figure = {"href": f"figures/{png.name}", "caption": png.stem.replace("_", " "),
+                      "alt": png_description(png) or png.stem.replace("_", " ")}
             lesson = by_number.get(png.name[:2])
             (lesson.figures if lesson else others).append(figure)
         return others

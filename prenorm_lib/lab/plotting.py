@@ -125,13 +125,17 @@ def mean_band(ax, x, runs, label: str, color: str | None = None, spread: str = "
 
 
 def save_figure(fig, name: str, directory: Path | str | None = None) -> Path:
-    """Write ``fig`` as ``figures/<name>.png`` (PNG: an SVG embeds a date and flaps)."""
+    """Write ``fig`` as ``figures/<name>.png`` (PNG: an SVG embeds a date and flaps).
+
+    The PNG carries the figure's description (:func:`describe_figure`) in its standard
+    ``Description`` text field, so a page that shows the file can use it as alt text.
+    """
     if not name or "/" in name or name.endswith(".png"):
         raise ValueError(f"name must be a bare file stem like 'rmsnorm_scale', got {name!r}")
     out_dir = Path(directory) if directory is not None else FIGURES_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.png"
-    fig.savefig(path, format="png", metadata={"Software": None})
+    fig.savefig(path, format="png", metadata={"Software": None, "Description": describe_figure(fig)})
     return path
 
 

@@ -162,3 +162,26 @@ def test_links_between_course_notebooks_lead_to_their_pages():
     assert notebook.cells[0].source == (
         "Next: [notebook 2](02_swiglu_silu_relu.html), its [controls](02_swiglu_silu_relu.html#controls); "
         "[the data](data/02_table.ipynb.json) and [elsewhere](https://example.org/03_rope.ipynb) stay.")
+
+
+def test_index_figures_use_the_description_their_png_carries(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from prenorm_lib.lab.plotting import save_figure
+
+    fig, ax = plt.subplots()
+    ax.set(title="Loss by layer", xlabel="layer", ylabel="loss")
+    save_figure(fig, "01_loss_by_layer", tmp_path / "figures")
+    plt.close(fig)
+    description = site.png_description(tmp_path / "figures" / "01_loss_by_layer.png")
+    assert description == "Figure: Loss by layer; loss against layer."
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    lesson = executed([nbformat.v4.new_markdown_cell("# 1 · A lesson\n\nWords.")], {})
+    nbformat.write(lesson, folder / "01_lesson.ipynb")
+    site.build(folder, tmp_path / "figures", tmp_path / "site")
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert 'alt="Figure: Loss by layer; loss against layer."' in index

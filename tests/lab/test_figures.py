@@ -5,6 +5,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import pytest
+from PIL import Image
 
 from prenorm_lib.lab.figures import registry, write_all
 
@@ -24,3 +25,6 @@ def test_write_all_writes_non_empty_pngs(tmp_path):
         data = path.read_bytes()
         assert data.startswith(PNG_SIGNATURE), path.name
         assert len(data) > 5_000, f"{path.name} is suspiciously small ({len(data)} bytes)"
+        with Image.open(path) as image:
+            description = image.text.get("Description", "")
+        assert len(description) > 20 and not description.startswith("Figure."), (path.name, description)
