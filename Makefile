@@ -11,7 +11,7 @@ SOLUTION_NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 EXERCISE_NOTEBOOKS := $(sort $(wildcard notebooks/exercises/[0-9][0-9]_*.ipynb))
 
 .PHONY: setup lab test lint unit nbval exercises-verify browser figures notebooks \
-        exercises check grade bench site demo experiments experiment clean \
+        exercises check grade bench notebook-times site demo experiments experiment clean \
         wheel wheel-check nbval-cpus drift-cpus
 
 setup: $(STAMP)
@@ -76,6 +76,10 @@ figures: $(STAMP)
 ## The library against torch's own ops: make bench (REPEATS=5 for a quick look; default 30).
 bench: $(STAMP)
 	$(PY) -m prenorm_course.bench $(if $(REPEATS),--repeats $(REPEATS))
+
+## How long each notebook takes, top to bottom in a fresh kernel: make notebook-times (NB=03 for one).
+notebook-times: $(STAMP)
+	$(PY) -m prenorm_course.notebook_times $(if $(NB),$(wildcard notebooks/$(NB)_*.ipynb))
 
 site: $(STAMP)
 	$(PY) -m prenorm_course.site build

@@ -47,6 +47,7 @@ EXERCISED = {
     "check": "test_make_check_reports_each_exercise",
     "grade": "test_make_grade_writes_the_grade_book",
     "bench": "test_make_bench_prints_every_comparison",
+    "notebook-times": "test_make_notebook_times_times_a_notebook",
     "figures": "test_make_figures_writes_every_library_figure",
     "experiment": "test_make_experiment_writes_a_current_record",
     "exercises": "test_make_exercises_rebuilds_the_stored_exercise_notebooks",
@@ -293,6 +294,14 @@ def test_make_bench_prints_every_comparison(checkout: Path):
     assert "2 interleaved repeats" in result.stdout, said(result)
     for row in ("TransformerBlock fwd+bwd", "RoPE", "rms_norm", "RMSNorm / LayerNorm"):
         assert row in result.stdout, said(result)
+
+
+@pytest.mark.slow
+def test_make_notebook_times_times_a_notebook(checkout: Path):
+    result = make(checkout, "notebook-times", "NB=01")
+    assert result.returncode == 0, said(result)
+    assert "01_rmsnorm.ipynb" in result.stdout and "Run All" in result.stdout, said(result)
+    assert "02_swiglu" not in result.stdout, said(result)
 
 
 @pytest.mark.slow
