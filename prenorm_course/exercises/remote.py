@@ -128,6 +128,13 @@ class Learner:
         self.changed_arguments = self._changed(reply.get("after"), sent)
         return self._value(reply)
 
+    def facts(self, target: RemoteObject, attributes: list[str]) -> Any:
+        """Plain facts about ``target`` (type names, parameter shapes, attribute tensors), decoded as data."""
+        reply = self._request({"op": "facts", "target": target.handle_id, "attributes": list(attributes)})
+        if "error" in reply:
+            self._raise(reply["error"])
+        return self._value(reply)
+
     def probe(self, function: str, args: tuple, kwargs: dict | None = None) -> Any:
         """Run the course's probe ``module:qualname`` there on learner objects; its result comes back."""
         reply = self._request({"op": "probe", "function": function, "args": self._encode(list(args)),

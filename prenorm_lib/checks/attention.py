@@ -27,6 +27,7 @@ from torch import nn
 
 from prenorm_lib import functional
 from prenorm_lib.checks.core import (
+    MODULE_CLASS,
     Hint,
     call_learner,
     describe,
@@ -34,6 +35,8 @@ from prenorm_lib.checks.core import (
     expect,
     expect_close,
     fresh_generator,
+    n_parameters,
+    object_facts,
     passed,
     probe,
     refuse_library_calls,
@@ -330,12 +333,14 @@ MHSA_MISTAKES: tuple[tuple[dict, str], ...] = (
 
 
 def _module_facts(module: Any) -> dict:
-    """What Exercise 4.4 needs to know about a learner's module, as plain data (a probe)."""
-    facts: dict[str, Any] = {"is_module": isinstance(module, nn.Module), "projections": {}}
+    """What Exercise 4.4 needs to know about a learner's module, decided here from plain facts."""
+    raw = object_facts(module, [f"{name}.weight" for name in PROJECTIONS])
+    facts: dict[str, Any] = {"is_module": MODULE_CLASS in raw["types"], "projections": {},
+                             "n_params": n_parameters(raw)}
     for name in PROJECTIONS:
-        weight = getattr(getattr(module, name, None), "weight", None)
-        facts["projections"][name] = list(weight.shape) if isinstance(weight, torch.Tensor) else None
-    facts["n_params"] = sum(p.numel() for p in module.parameters()) if facts["is_module"] else 0
+        weight = raw["attributes"].get(f"{name}.weight")
+        tensor = weight["tensor"] if weight is not None else None
+        facts["projections"][name] = list(tensor.shape) if isinstance(tensor, torch.Tensor) else None
     return facts
 
 
@@ -373,7 +378,7 @@ def causal_self_attention(cls: type) -> None:
     """Exercise 4.4: ``cls(d_model, num_heads, max_seq_len, rope_theta)`` is causal MHSA with RoPE."""
     refuse_library_object(MHSA, cls, _LIBRARY_MHSA, MHSA_TASK)
     module = call_learner(MHSA, cls, D_MODEL, NUM_HEADS, MAX_SEQ_LEN, THETA)
-    facts = probe(cls, _module_facts, module)
+    facts = _module_facts(module)
     expect(MHSA, facts["is_module"], f"{describe(module)} is not an nn.Module — subclass nn.Module and call "
            "super().__init__()")
     for name, shape in facts["projections"].items():

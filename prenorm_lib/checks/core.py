@@ -10,9 +10,13 @@ their own code. The same checker runs in two places:
   :class:`~prenorm_course.exercises.remote.RemoteObject`; calling it returns plain data.
   The verdict is computed here, from data, by comparing with references computed here.
 
-So a checker only calls the learner's objects (``call_learner``), compares what comes
-back, and asks questions about an object through ``probe`` (a small course function
-that runs wherever the object lives and returns plain facts). The helpers:
+So a checker only calls the learner's objects (``call_learner``, which hands them copies
+of its inputs and names an input the call changed), compares what comes back with
+references computed from its own tensors, and learns about an object through
+``object_facts`` (type names as strings, parameter shapes, attribute tensors as bytes:
+every question is answered here, from that data). ``probe`` remains for actions that
+must happen where the object lives (give a module the checker's weights). Inputs are
+drawn afresh on every check (``fresh_generator``). The helpers:
 
 * ``Hint`` -- the only exception a checker raises on a wrong answer; its message starts
   ``Exercise N.M: `` and IPython shows it as that one line, not as a traceback.
@@ -49,7 +53,7 @@ import torch
 
 __all__ = [
     "Hint", "NotDone", "call_learner", "describe", "exercise", "expect", "expect_choice", "expect_close",
-    "fresh_generator", "passed", "probe", "refuse_library_calls", "refuse_library_object", "todo",
+    "fresh_generator", "object_facts", "passed", "probe", "refuse_library_calls", "refuse_library_object", "todo",
 ]
 
 
@@ -131,6 +135,58 @@ def probe(anchor: Any, function: Callable[..., Any], *args: Any) -> Any:
     if is_remote(anchor):
         return anchor.learner.probe(f"{function.__module__}:{function.__qualname__}", args)
     return function(*args)
+
+
+MODULE_CLASS = "torch.nn.modules.module.Module"
+PARAMETER_CLASS = "torch.nn.parameter.Parameter"
+TENSOR_CLASS = "torch.Tensor"
+
+
+def _class_names(obj: Any) -> list[str]:
+    """The qualified names of ``obj``'s type and its bases (``object`` left out)."""
+    return [_qualified(c) for c in type(obj).__mro__ if c is not object]
+
+
+def facts_of(obj: Any, attributes: Iterable[str] = ()) -> dict:
+    """Plain facts about a learner's object, gathered where it lives; every decision is the caller's.
+
+    In the grader this runs in the learner's kernel (the agent's ``facts`` request) and
+    arrives as data: type names as strings, parameter names and shapes, each requested
+    attribute's type names and, for a tensor, a copy of it (its bytes, shape, dtype,
+    device). Whether that makes a Module, a Parameter of ones, the right shape or the
+    library's own object is decided from these strings and bytes by the checker, in the
+    grader's process, with nothing the learner's code can patch there.
+    """
+    facts: dict[str, Any] = {"types": _class_names(obj), "origin": library_origin(obj), "attributes": {},
+                             "parameters": None}
+    for name in attributes:
+        value = obj
+        for part in str(name).split("."):
+            value = getattr(value, part, None) if value is not None else None
+        if value is None:
+            facts["attributes"][name] = None
+            continue
+        types = _class_names(value)
+        tensor = value.detach().clone() if TENSOR_CLASS in types and isinstance(value, torch.Tensor) else None
+        facts["attributes"][name] = {"types": types, "tensor": tensor}
+    if MODULE_CLASS in facts["types"]:
+        facts["parameters"] = [[str(n), [int(d) for d in p.shape]] for n, p in obj.named_parameters()]
+    return facts
+
+
+def object_facts(obj: Any, attributes: Iterable[str] = ()) -> dict:
+    """``facts_of(obj, attributes)`` where ``obj`` lives: here, or (as plain data) from the learner's kernel."""
+    attributes = list(attributes)
+    facts = obj.learner.facts(obj, attributes) if is_remote(obj) else facts_of(obj, attributes)
+    if not isinstance(facts, dict) or not all(k in facts for k in ("types", "origin", "attributes", "parameters")):
+        raise TypeError("malformed facts about a learner's object")
+    return facts
+
+
+def n_parameters(facts: dict) -> int:
+    """The number of parameter values, from the parameter shapes in ``facts`` (0 for no module)."""
+    shapes = facts.get("parameters") or []
+    return sum(math.prod(shape) for _, shape in shapes if isinstance(shape, list))
 
 
 def _own_code(filename: str) -> bool:
@@ -348,8 +404,11 @@ def code_only(source: str) -> str:
 
 
 def refuse_library_object(exercise_id: str, obj: Any, library: Collection[str], task: str) -> None:
-    """Hint if ``obj`` *is* one of the ``library`` objects (qualified names), or an instance/subclass of one."""
-    origin = probe(obj, library_origin, obj)
+    """Hint if ``obj`` *is* one of the ``library`` objects (qualified names), or an instance/subclass of one.
+
+    A lint, not a guarantee: the names come from the learner's kernel (see README).
+    """
+    origin = object_facts(obj)["origin"]
     hit = next((name for name in origin if name in library), None) if isinstance(origin, list) else None
     if hit is not None:
         raise Hint(exercise_id, f"that is the library's own `{hit}`, not your code — {task}")

@@ -19,6 +19,8 @@ from torch import nn
 
 from prenorm_lib import functional
 from prenorm_lib.checks.core import (
+    MODULE_CLASS,
+    PARAMETER_CLASS,
     Hint,
     call_learner,
     exercise,
@@ -26,6 +28,8 @@ from prenorm_lib.checks.core import (
     expect_choice,
     expect_close,
     fresh_generator,
+    n_parameters,
+    object_facts,
     passed,
     probe,
     refuse_library_calls,
@@ -194,19 +198,25 @@ MODULE_TASK = ("this exercise asks you to write the module yourself: subclass nn
 
 
 def _module_facts(module: object) -> dict:
-    """What Exercise 1.2 needs to know about a learner's module, as plain data (a probe)."""
-    facts = {"is_module": isinstance(module, nn.Module)}
-    weight = getattr(module, "weight", None) if facts["is_module"] else None
+    """What Exercise 1.2 needs to know about a learner's module, decided here from plain facts.
+
+    The facts (type names, parameter shapes, the weight's type names and bytes) come from
+    wherever the module lives; every question below is answered in this process.
+    """
+    raw = object_facts(module, ("weight",))
+    facts = {"is_module": MODULE_CLASS in raw["types"], "n_params": n_parameters(raw)}
+    weight = raw["attributes"].get("weight") if facts["is_module"] else None
     facts["has_weight"] = weight is not None
-    facts["weight_type"] = type(weight).__name__
-    facts["is_parameter"] = isinstance(weight, nn.Parameter)
-    if isinstance(weight, torch.Tensor):
+    types = weight["types"] if weight is not None else ["NoneType"]
+    facts["weight_type"] = types[0].rsplit(".", 1)[-1]
+    facts["is_parameter"] = PARAMETER_CLASS in types
+    tensor = weight["tensor"] if weight is not None else None
+    if isinstance(tensor, torch.Tensor):
         facts |= {
-            "shape": list(weight.shape), "dtype": str(weight.dtype).removeprefix("torch."),
-            "device": weight.device.type,
-            "ones": weight.device.type != "meta" and bool((weight.detach() == 1).all()),
+            "shape": list(tensor.shape), "dtype": str(tensor.dtype).removeprefix("torch."),
+            "device": tensor.device.type,
+            "ones": tensor.device.type != "meta" and bool((tensor.detach() == 1).all()),
         }
-    facts["n_params"] = sum(p.numel() for p in module.parameters()) if facts["is_module"] else 0
     return facts
 
 
@@ -222,7 +232,7 @@ def rms_norm_module(cls: type) -> None:
     refuse_library_object(MODULE, cls, LIBRARY_MODULES, MODULE_TASK)
     d_model = 8
     module = call_learner(MODULE, cls, d_model)
-    facts = probe(cls, _module_facts, module)
+    facts = _module_facts(module)
     expect(MODULE, facts["is_module"], f"{cls!r} did not build an nn.Module — subclass nn.Module")
     expect(MODULE, facts["has_weight"], "the module has no `weight` — store the gain as self.weight")
     expect(
@@ -244,9 +254,9 @@ def rms_norm_module(cls: type) -> None:
         f"the module has {facts['n_params']} parameters, expected {d_model} — RMSNorm has a gain and nothing else "
         "(no bias)",
     )
-    wide = probe(cls, _module_facts, call_learner(MODULE, cls, d_model, dtype=torch.float64))
+    wide = _module_facts(call_learner(MODULE, cls, d_model, dtype=torch.float64))
     expect(MODULE, wide.get("dtype") == "float64", "dtype=torch.float64 was ignored — pass dtype= on to torch.ones")
-    meta = probe(cls, _module_facts, call_learner(MODULE, cls, d_model, device="meta"))
+    meta = _module_facts(call_learner(MODULE, cls, d_model, device="meta"))
     expect(MODULE, meta.get("device") == "meta", "device='meta' was ignored — pass device= on to torch.ones")
 
     gen = fresh_generator()

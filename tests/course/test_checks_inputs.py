@@ -7,9 +7,13 @@
   table of one run's inputs and outputs does not pass the next run (class 13).
 """
 
+import json
+
 import pytest
 import torch
 
+from prenorm_course.exercises.agent import Agent
+from prenorm_course.exercises.remote import Learner
 from prenorm_lib import functional
 from prenorm_lib.checks import Hint, core, rmsnorm, rope
 
@@ -100,3 +104,39 @@ def test_a_lookup_table_of_yesterdays_rotation_inputs_fails(via):
 
     with pytest.raises(Hint):
         rope.rotate_pairs.core(via(looked_up))
+
+
+# ------------------------------------------------ facts decided here, not in the learner's process
+
+
+class RandomGain(torch.nn.Module):
+    """RMSNorm whose gain starts random instead of at ones (a typical mistake)."""
+
+    def __init__(self, d_model, eps=1e-5, device=None, dtype=None):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.rand(d_model, device=device, dtype=dtype) + 0.5)
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def patched_kernel(namespace, monkeypatch):
+    """A learner 'process' whose torch comparisons all say "equal" while it answers a request."""
+    agent = Agent(namespace)
+
+    def send(request):
+        with monkeypatch.context() as patch:
+            patch.setattr(torch.Tensor, "__eq__", lambda self, other: torch.ones(self.shape, dtype=torch.bool))
+            patch.setattr(torch.Tensor, "all", lambda self, *a, **k: torch.tensor(True))
+            reply = agent.handle(json.dumps(request))
+        return json.loads(reply)
+
+    return Learner(send)
+
+
+def test_module_facts_are_decided_in_the_grader_from_bytes(monkeypatch):
+    """'Does the gain start at ones' is answered here, from the weight's bytes, not by a comparison there."""
+    learner = patched_kernel({"answer": RandomGain}, monkeypatch)
+    with pytest.raises(Hint, match="does not start at ones"):
+        rmsnorm.rms_norm_module.core(learner.lookup("answer"))
