@@ -296,7 +296,18 @@ def swiglu(fn: Callable[..., torch.Tensor]) -> None:
 
 # No d_model here is ≡ 12 (mod 24): there 8/3·d_model is an exact half-multiple of 64 and
 # "nearest" depends on the tie rule, which is not what the exercise is about.
-_D_MODELS = (768, 256, 512, 1024, 4096, 64, 5120, 1000, 8)
+_KNOWN_D_MODELS = (768, 256, 512, 64, 8)  # 256 tells floor, 512 ceil from nearest; 8 needs max(64, ...)
+
+
+def _d_models() -> tuple[int, ...]:
+    """The known widths and five drawn afresh from 65 … 5120 (none ≡ 12 mod 24, where nearest is a tie)."""
+    gen = fresh_generator()
+    drawn: list[int] = []
+    while len(drawn) < 5:
+        d = int(torch.randint(65, 5121, (), generator=gen))
+        if d % 24 != 12 and d not in drawn:
+            drawn.append(d)
+    return (*_KNOWN_D_MODELS, *drawn)
 
 _HIDDEN_VARIANTS: dict[str, tuple[Callable[[int], int], str]] = {
     "four_x": (
@@ -328,19 +339,20 @@ def hidden_dim(fn: Callable[[int], int]) -> None:
     """Exercise 2.3: check ``fn(d_model) == swiglu_hidden_dim(d_model)`` (nearest multiple of 64)."""
     ex = "2.3"
     refuse_library_object(ex, fn, _LIBRARY_WIDTHS, WIDTH_TASK)
-    got = {d: call_learner(ex, fn, d) for d in _D_MODELS}
+    d_models = _d_models()
+    got = {d: call_learner(ex, fn, d) for d in d_models}
     for d, value in got.items():
         if isinstance(value, float) or (isinstance(value, torch.Tensor) and value.numel() == 1):
             raise Hint(ex, f"for d_model = {d} you returned {value!r}, a {type(value).__name__}; d_ff sizes a "
                            "weight matrix, so return a Python int (round(...) returns one; so does int(...)).")
         expect(ex, isinstance(value, int) and not isinstance(value, bool),
                f"for d_model = {d} you returned {value!r} ({type(value).__name__}); return an int.")
-    want = {d: swiglu_hidden_dim(d) for d in _D_MODELS}
+    want = {d: swiglu_hidden_dim(d) for d in d_models}
     if got == want:
         refuse_library_calls(ex, fn, _LIBRARY_WIDTH_CALLS, WIDTH_TASK)
         passed(ex, "d_ff = 8/3·d_model rounded to the nearest multiple of 64 for d_model from 8 to 5120")
         return
-    usual = [d for d in _D_MODELS if d >= 64]
+    usual = [d for d in d_models if d >= 64]
     for variant, hint in _HIDDEN_VARIANTS.values():
         if all(got[d] == variant(d) for d in usual):
             raise Hint(ex, hint)

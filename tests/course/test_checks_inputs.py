@@ -140,3 +140,17 @@ def test_module_facts_are_decided_in_the_grader_from_bytes(monkeypatch):
     learner = patched_kernel({"answer": RandomGain}, monkeypatch)
     with pytest.raises(Hint, match="does not start at ones"):
         rmsnorm.rms_norm_module.core(learner.lookup("answer"))
+
+
+def test_a_lookup_table_of_yesterdays_widths_fails(via):
+    from prenorm_lib.checks import ffn
+    from prenorm_lib.ffn import swiglu_hidden_dim
+
+    cases = ffn._d_models() if hasattr(ffn, "_d_models") else ffn._D_MODELS
+    table = {d: swiglu_hidden_dim(d) for d in cases}
+
+    def looked_up(d_model):
+        return table.get(d_model, 64)
+
+    with pytest.raises(Hint):
+        ffn.hidden_dim.core(via(looked_up))
