@@ -2,14 +2,17 @@
 
 The grader sends a request as the text of one small cell,
 ``__import__("prenorm_course.exercises.agent", fromlist=["serve"]).serve("<json>")``, and
-reads the answer from a display message of type ``REPLY_MIME``. Three requests:
+reads the answer from a display message of type ``REPLY_MIME``. Four requests:
 
 * ``lookup`` -- the value of a name in the notebook's namespace;
 * ``call`` -- call an object with arguments the grader chose, and report the result,
   every tensor argument as it is after the call (the grader decides whether it changed),
   and what it printed or warned;
-* ``probe`` -- run one of the course's probes (a function of ``prenorm_lib.checks``)
-  on learner objects, e.g. "is it an nn.Module, what shape is its weight".
+* ``facts`` -- plain facts about a learner object: its type names, its parameters' names
+  and shapes, the type names and bytes of attributes the grader names; the grader decides
+  what they mean ("is `weight` an nn.Parameter of ones") from these strings and bytes;
+* ``probe`` -- run one of the course's probes (a function of ``prenorm_lib.checks``) on
+  learner objects, for actions only (give a module the checker's weights, count calls).
 
 Objects with no plain form stay here in a table; the grader gets handles to them.
 
@@ -98,6 +101,13 @@ class Agent:
         body["out"] = out.getvalue()[:OUTPUT_CHARS]
         body["warnings"] = [f"{w.category.__name__}: {w.message}"[:500] for w in caught[:5]]
         return body
+
+    def _op_facts(self, request: dict) -> dict:
+        """Plain facts about one object (type names, parameter shapes, attribute tensors); no verdict."""
+        from prenorm_lib.checks.core import facts_of
+
+        attributes = [a for a in request.get("attributes", []) if isinstance(a, str)]
+        return {"value": wire.encode(facts_of(self._objects[request["target"]], attributes))}
 
     def _op_probe(self, request: dict) -> dict:
         module_name, _, qualname = request["function"].partition(":")

@@ -9,7 +9,11 @@ run left them (the figures and printed checks a learner reads before running):
   not done yet — fill in `my_rms_norm` above". A "passed" line under an unfilled stub
   would be an output the learner's code has not earned. ``make nbval`` runs the exercise
   notebooks too, which proves these outputs are what a fresh Run All gives;
-* ``# NBVAL_...`` comment lines become cell tags (learners never see them).
+* ``# NBVAL_...`` comment lines become cell tags (learners never see them);
+* each check cell gets ``metadata.prenorm``: which checker it calls, on which of the
+  exercise's names, and what the learner's kernel runs instead of the call
+  (nbgrader's pattern). ``check`` and ``grade`` read this from the course's exercise
+  notebook instead of parsing the check cell's Python.
 
 Output is written exactly as JupyterLab writes (nbformat, indent 1, trailing
 newline), which makes rebuilding byte-stable and lets ``stale_notebooks`` compare bytes.
@@ -25,6 +29,7 @@ from pathlib import Path
 import nbformat
 
 from prenorm_course.exercises.markers import (
+    METADATA_KEY,
     VALUE_PLACEHOLDER_RE,
     CheckCall,
     Exercise,
@@ -98,6 +103,7 @@ def exercise_notebook(
         if exercise is not None:
             line = not_done_line(exercise, calls[exercise.id], scaffolds[exercise.id])
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=line)]
+            cell.metadata[METADATA_KEY] = calls[exercise.id].metadata(exercise.id)
         markers_to_tags(cell)
     return nb, exercises
 

@@ -39,10 +39,10 @@ from prenorm_course.exercises.kernel import DIED, OK, CellRun, Kernel
 from prenorm_course.exercises.kernel import ERROR as RAN_INTO_ERROR
 from prenorm_course.exercises.kernel import TIMEOUT as RAN_TOO_LONG
 from prenorm_course.exercises.markers import (
+    METADATA_KEY,
     CheckCall,
     Exercise,
     NotebookError,
-    check_calls,
     course_options,
     defined_names,
     exercise_header,
@@ -52,7 +52,7 @@ from prenorm_course.exercises.markers import (
     strip_nbval_markers,
     validate_solution,
 )
-from prenorm_course.exercises.paths import repo_root, sanitize_file, solution_dir, solution_notebooks
+from prenorm_course.exercises.paths import exercise_dir, repo_root, sanitize_file, solution_dir, solution_notebooks
 from prenorm_course.exercises.remote import KernelStopped, Learner, LearnerTimeout, Missing, NoAnswer
 from prenorm_course.exercises.sandbox import Confinement, CourseFiles, Sandbox, confinement
 from prenorm_lib.checks.core import Hint, NotDone, collecting_passes
@@ -283,6 +283,31 @@ def _comparable(outputs: list, patterns: list[tuple[str, str]]) -> dict[str, lis
 # --- one exercise ---------------------------------------------------------------------------
 
 
+def course_checks(root: Path, name: str, solution: nbformat.NotebookNode,
+                  exercises: list[Exercise]) -> dict[str, CheckCall]:
+    """Each exercise's check, from the ``metadata.prenorm`` that ``build`` wrote into the course's exercise notebook.
+
+    Never from the learner's file (its metadata is the learner's to change), and never by
+    parsing the check cell's Python. An exercise notebook whose check cells differ from
+    the solution's, or lost their metadata, is an error that says to rebuild it.
+    """
+    where = f"notebooks/exercises/{name}"
+    path = exercise_dir(root) / name
+    if not path.is_file():
+        raise NotebookError(f"{where} is missing; build the exercise notebooks with `make exercises`")
+    built = {cell.id: cell for cell in read_notebook(path).cells}
+    course = {cell.id: cell for cell in solution.cells}
+    calls = {}
+    for exercise in exercises:
+        cell = built.get(exercise.checker_cell_id)
+        if cell is None or strip_nbval_markers(cell.source) != strip_nbval_markers(
+                course[exercise.checker_cell_id].source):
+            raise NotebookError(f"{where} is stale: the check cell of Exercise {exercise.id} differs from the "
+                                f"solution notebook's; rebuild the exercise notebooks with `make exercises`")
+        calls[exercise.id] = CheckCall.from_metadata(cell.metadata.get(METADATA_KEY), exercise.id, where)
+    return calls
+
+
 def _checker(call: CheckCall) -> Any:
     module = importlib.import_module(call.module)
     checker = getattr(module, call.function, None)
@@ -415,8 +440,8 @@ def check_notebook(
     root = repo_root(root)
     solution_path, identified = identify(learner, name, root)
     solution = read_notebook(solution_path)
-    exercises = validate_solution(solution, solution_path.name)
-    calls = check_calls(solution, exercises, solution_path.name)
+    exercises = validate_solution(solution, solution_path.name, check_cells=False)
+    calls = course_checks(root, solution_path.name, solution, exercises)
     merged, edited, notes = merge(learner, solution, exercises)
     if identified:
         notes.insert(0, identified)

@@ -258,8 +258,11 @@ def check_calls(nb: nbformat.NotebookNode, exercises: list[Exercise], name: str)
     return calls
 
 
-def validate_solution(nb: nbformat.NotebookNode, name: str) -> list[Exercise]:
-    """``find_exercises`` plus the rules that only solution notebooks must meet (markers, check cells)."""
+def validate_solution(nb: nbformat.NotebookNode, name: str, check_cells: bool = True) -> list[Exercise]:
+    """``find_exercises`` plus the rules that only solution notebooks must meet (markers, check cells).
+
+    ``check_cells=False`` leaves the check cells' Python unread (``check`` takes them from metadata).
+    """
     exercises = find_exercises(nb, name)
     exercise_cells = {e.cell_id: e for e in exercises}
     for index, cell in enumerate(nb.cells):
@@ -271,11 +274,15 @@ def validate_solution(nb: nbformat.NotebookNode, name: str) -> list[Exercise]:
             continue
         if not solution_regions(cell.source, f"{where} (Exercise {exercise.id})"):
             raise NotebookError(f"{where}: Exercise {exercise.id} has no {BEGIN} region")
-    check_calls(nb, exercises, name)
+    if check_cells:
+        check_calls(nb, exercises, name)
     return exercises
 
 
 # --- check cells ---------------------------------------------------------------------------
+
+
+METADATA_KEY = "prenorm"
 
 
 @dataclass(frozen=True)
@@ -297,6 +304,28 @@ class CheckCall:
     @property
     def learner_names(self) -> tuple[str, ...]:
         return tuple(a for a in self.args if a is not None)
+
+    def metadata(self, exercise_id: str) -> dict:
+        """What ``build`` writes into the check cell's metadata (``metadata.prenorm``; nbgrader's pattern)."""
+        return {"exercise": exercise_id, "check": f"{self.module}.{self.function}", "args": list(self.args),
+                "kernel_source": self.kernel_source}
+
+    @classmethod
+    def from_metadata(cls, data: object, exercise_id: str, where: str) -> CheckCall:
+        """The check a cell's ``metadata.prenorm`` names; ``NotebookError`` if it is missing or malformed."""
+        if not isinstance(data, dict):
+            raise NotebookError(f"{where}: the check cell of Exercise {exercise_id} has no `{METADATA_KEY}` metadata "
+                                "(which checker, on which names); rebuild the exercise notebooks with "
+                                "`make exercises`")
+        check, args, kernel_source = data.get("check"), data.get("args"), data.get("kernel_source")
+        module, _, function = check.rpartition(".") if isinstance(check, str) else ("", "", "")
+        if (data.get("exercise") != exercise_id or not module.startswith(CHECKS_PACKAGE + ".")
+                or not function.isidentifier() or not isinstance(args, list) or not isinstance(kernel_source, str)
+                or not all(a is None or (isinstance(a, str) and a.isidentifier()) for a in args)
+                or not any(args)):
+            raise NotebookError(f"{where}: the `{METADATA_KEY}` metadata of the check cell of Exercise {exercise_id} "
+                                "is malformed; rebuild the exercise notebooks with `make exercises`")
+        return cls(module, function, tuple(args), kernel_source)
 
 
 def _checker_aliases(sources: list[str]) -> dict[str, str]:

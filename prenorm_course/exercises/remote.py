@@ -3,9 +3,9 @@
 A checker receives the learner's function as a ``RemoteObject``. Calling it sends the
 arguments (tensors, numbers, other handles) to the learner's process as plain data
 (:mod:`prenorm_course.exercises.wire`), the learner's code runs *there*, and only plain
-data comes back: the result, the arguments the call changed in place (copied back into
-the caller's tensors, so an in-place mistake is seen exactly as in a local call), what
-the call printed and warned. A learner's exception comes back as its type name, message
+data comes back: the result, each tensor argument as it is after the call (compared here
+with what was sent, to name an input the call changed in place; never copied into the
+caller's tensors), what the call printed and warned. A learner's exception comes back as its type name, message
 and line (``LearnerError``); ``NotImplementedError`` is raised here as itself, so an
 unfilled placeholder still reads as "not done".
 
@@ -102,6 +102,7 @@ class Learner:
         self._send = send
         self.printed: list[str] = []  # what the learner's calls printed or warned, for notes
         self._torch = None
+        self.changed_arguments: list = []  # positions and names of the inputs the last call changed in place
 
     # -- the three requests -----------------------------------------------------------------
 
@@ -113,7 +114,8 @@ class Learner:
         return self._value(reply)
 
     def call(self, target: RemoteObject, args: tuple, kwargs: dict) -> Any:
-        """Call ``target(*args, **kwargs)`` there; tensors it changed in place change here too."""
+        """Call ``target(*args, **kwargs)`` there; ``changed_arguments`` then names the inputs it changed."""
+        self.changed_arguments = []
         torch = self._import_torch()
         sent = {key: self._encode(value) for key, value in (dict(enumerate(args)) | dict(kwargs)).items()}
         reply = self._request({
@@ -123,7 +125,14 @@ class Learner:
         self._note_output(reply)
         if "error" in reply:
             self._raise(reply["error"])
-        self._copy_back(args, kwargs, reply.get("after"), sent)
+        self.changed_arguments = self._changed(reply.get("after"), sent)
+        return self._value(reply)
+
+    def facts(self, target: RemoteObject, attributes: list[str]) -> Any:
+        """Plain facts about ``target`` (type names, parameter shapes, attribute tensors), decoded as data."""
+        reply = self._request({"op": "facts", "target": target.handle_id, "attributes": list(attributes)})
+        if "error" in reply:
+            self._raise(reply["error"])
         return self._value(reply)
 
     def probe(self, function: str, args: tuple, kwargs: dict | None = None) -> Any:
@@ -198,39 +207,19 @@ class Learner:
             items = value if isinstance(value, list) else [value]
             self.printed += [item[:500] for item in items if isinstance(item, str) and item.strip()][:5]
 
-    def _copy_back(self, args: tuple, kwargs: dict, after: Any, sent: dict) -> None:
-        """Put what the learner's call wrote into its tensor arguments back into ours.
+    def _changed(self, after: Any, sent: dict) -> list:
+        """The arguments the learner's call changed in place, decided here from plain data.
 
-        Whether an argument changed is decided here, from plain data: its state after the
-        call, as the learner's process reports it, against the exact encoding we sent.
+        ``after`` is each tensor argument's encoding after the call, as the learner's
+        process reports it; an argument changed if that differs from the exact encoding
+        we sent. Nothing in it is copied into our tensors: a report is never taken as
+        the new value of a checker's input.
         """
         if not after:
-            return
-        if not isinstance(after, list):
+            return []
+        if not isinstance(after, list) or not all(isinstance(i, list) and len(i) == 2 for i in after):
             raise NoAnswer("malformed list of changed arguments")
-        changed = [item for item in after if not (isinstance(item, list) and len(item) == 2)
-                   or (item[0] in sent and item[1] != sent[item[0]])]
-        if not changed:
-            return
-        torch = self._import_torch()
-        positions = dict(enumerate(args)) | dict(kwargs.items())
-        if not isinstance(changed, list):
-            raise NoAnswer("malformed list of changed arguments")
-        for item in changed[: len(positions)]:
-            if not (isinstance(item, list) and len(item) == 2):
-                raise NoAnswer("malformed list of changed arguments")
-            where, data = item
-            local = positions.get(where)
-            if not isinstance(local, torch.Tensor):
-                continue
-            new = self._decode(data)
-            if not isinstance(new, torch.Tensor):
-                continue
-            with torch.no_grad():
-                if new.shape == local.shape and new.dtype == local.dtype:
-                    local.copy_(new)
-                else:
-                    local.data = new.detach().to(local.dtype) if new.dtype != local.dtype else new.detach()
+        return [key for key, data in after if isinstance(key, int | str) and key in sent and data != sent[key]]
 
 
 def loopback(namespace: dict) -> Learner:

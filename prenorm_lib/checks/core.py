@@ -10,9 +10,13 @@ their own code. The same checker runs in two places:
   :class:`~prenorm_course.exercises.remote.RemoteObject`; calling it returns plain data.
   The verdict is computed here, from data, by comparing with references computed here.
 
-So a checker only calls the learner's objects (``call_learner``), compares what comes
-back, and asks questions about an object through ``probe`` (a small course function
-that runs wherever the object lives and returns plain facts). The helpers:
+So a checker only calls the learner's objects (``call_learner``, which hands them copies
+of its inputs and names an input the call changed), compares what comes back with
+references computed from its own tensors, and learns about an object through
+``object_facts`` (type names as strings, parameter shapes, attribute tensors as bytes:
+every question is answered here, from that data). ``probe`` remains for actions that
+must happen where the object lives (give a module the checker's weights). Inputs are
+drawn afresh on every check (``fresh_generator``). The helpers:
 
 * ``Hint`` -- the only exception a checker raises on a wrong answer; its message starts
   ``Exercise N.M: `` and IPython shows it as that one line, not as a traceback.
@@ -37,10 +41,11 @@ import inspect
 import io
 import math
 import re
+import secrets
 import sys
 import tokenize
 import traceback
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +53,7 @@ import torch
 
 __all__ = [
     "Hint", "NotDone", "call_learner", "describe", "exercise", "expect", "expect_choice", "expect_close",
-    "passed", "probe", "refuse_library_calls", "refuse_library_object", "todo",
+    "fresh_generator", "object_facts", "passed", "probe", "refuse_library_calls", "refuse_library_object", "todo",
 ]
 
 
@@ -132,6 +137,58 @@ def probe(anchor: Any, function: Callable[..., Any], *args: Any) -> Any:
     return function(*args)
 
 
+MODULE_CLASS = "torch.nn.modules.module.Module"
+PARAMETER_CLASS = "torch.nn.parameter.Parameter"
+TENSOR_CLASS = "torch.Tensor"
+
+
+def _class_names(obj: Any) -> list[str]:
+    """The qualified names of ``obj``'s type and its bases (``object`` left out)."""
+    return [_qualified(c) for c in type(obj).__mro__ if c is not object]
+
+
+def facts_of(obj: Any, attributes: Iterable[str] = ()) -> dict:
+    """Plain facts about a learner's object, gathered where it lives; every decision is the caller's.
+
+    In the grader this runs in the learner's kernel (the agent's ``facts`` request) and
+    arrives as data: type names as strings, parameter names and shapes, each requested
+    attribute's type names and, for a tensor, a copy of it (its bytes, shape, dtype,
+    device). Whether that makes a Module, a Parameter of ones, the right shape or the
+    library's own object is decided from these strings and bytes by the checker, in the
+    grader's process, with nothing the learner's code can patch there.
+    """
+    facts: dict[str, Any] = {"types": _class_names(obj), "origin": library_origin(obj), "attributes": {},
+                             "parameters": None}
+    for name in attributes:
+        value = obj
+        for part in str(name).split("."):
+            value = getattr(value, part, None) if value is not None else None
+        if value is None:
+            facts["attributes"][name] = None
+            continue
+        types = _class_names(value)
+        tensor = value.detach().clone() if TENSOR_CLASS in types and isinstance(value, torch.Tensor) else None
+        facts["attributes"][name] = {"types": types, "tensor": tensor}
+    if MODULE_CLASS in facts["types"]:
+        facts["parameters"] = [[str(n), [int(d) for d in p.shape]] for n, p in obj.named_parameters()]
+    return facts
+
+
+def object_facts(obj: Any, attributes: Iterable[str] = ()) -> dict:
+    """``facts_of(obj, attributes)`` where ``obj`` lives: here, or (as plain data) from the learner's kernel."""
+    attributes = list(attributes)
+    facts = obj.learner.facts(obj, attributes) if is_remote(obj) else facts_of(obj, attributes)
+    if not isinstance(facts, dict) or not all(k in facts for k in ("types", "origin", "attributes", "parameters")):
+        raise TypeError("malformed facts about a learner's object")
+    return facts
+
+
+def n_parameters(facts: dict) -> int:
+    """The number of parameter values, from the parameter shapes in ``facts`` (0 for no module)."""
+    shapes = facts.get("parameters") or []
+    return sum(math.prod(shape) for _, shape in shapes if isinstance(shape, list))
+
+
 def _own_code(filename: str) -> bool:
     """True for a file of this package or of the Python installation (not the learner's)."""
     package = str(Path(__file__).resolve().parents[1])
@@ -188,8 +245,76 @@ def _raised(exercise_id: str, facts: dict | Any) -> Hint:
                              f"{facts['suggestion']}")
 
 
-def call_learner(exercise_id: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def fresh_generator() -> torch.Generator:
+    """A random generator seeded afresh from the operating system, for one check's inputs.
+
+    Checker inputs are drawn anew on every check (their edge cases are kinds and shapes:
+    a tiny row, an all-zero row, large values, odd lengths), so no table of yesterday's
+    inputs and outputs can pass. In the grader the seed is drawn in the grader's process
+    and never sent to the learner's kernel, which only ever sees the inputs themselves.
+    """
+    return torch.Generator().manual_seed(secrets.randbits(63))
+
+
+def _copy_inputs(value: Any) -> Any:
+    """``value`` with every tensor (also inside lists, tuples, dicts) replaced by a fresh copy."""
+    if isinstance(value, torch.Tensor):
+        copy = value.detach().clone()
+        if isinstance(value, torch.nn.Parameter):
+            return torch.nn.Parameter(copy, requires_grad=value.requires_grad)
+        return copy.requires_grad_(value.requires_grad) if copy.is_floating_point() or copy.is_complex() else copy
+    if type(value) in (list, tuple):
+        return type(value)(_copy_inputs(v) for v in value)
+    if type(value) is dict:
+        return {k: _copy_inputs(v) for k, v in value.items()}
+    return value
+
+
+def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same shape, dtype and values (nan counts as equal to nan)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    a, b = a.detach().cpu(), b.detach().cpu()
+    if torch.equal(a, b):
+        return True
+    return (a.is_floating_point() or a.is_complex()) and bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
+def _changed_inputs(sent: Any, pristine: Any) -> bool:
+    """True if a tensor in ``sent`` (what the learner got) no longer equals its pristine original."""
+    if isinstance(pristine, torch.Tensor):
+        return not isinstance(sent, torch.Tensor) or not _same_tensor(sent, pristine)
+    if type(pristine) in (list, tuple, dict):
+        pairs = zip(sent.values(), pristine.values(), strict=True) if type(pristine) is dict \
+            else zip(sent, pristine, strict=True)
+        return any(_changed_inputs(a, b) for a, b in pairs)
+    return False
+
+
+def _argument_name(key: int | str, names: Sequence[str]) -> str:
+    if isinstance(key, int):
+        return names[key] if key < len(names) else f"number {key + 1}"
+    return str(key)
+
+
+def in_place_hint(name: str, advice: str = "") -> str:
+    """The one line for a learner's function that changed its input ``name`` in place."""
+    advice = advice or (f"compute into a new tensor (x * …, not x.mul_(…)), so the caller's {name} stays as it "
+                        "was")
+    return f"your function changed its input {name} in place — {advice}"
+
+
+def call_learner(exercise_id: str, fn: Callable[..., Any], *args: Any, arg_names: Sequence[str] = (),
+                 in_place: Mapping[str, str] | None = None, **kwargs: Any) -> Any:
     """Call the learner's ``fn(*args, **kwargs)`` and return its result.
+
+    The learner's code never gets the caller's tensors: every tensor argument is copied
+    first, so the checker's inputs (and any reference computed from them, before or
+    after) stay exactly as drawn. After the call each argument is compared with what was
+    sent; one that changed is a ``Hint`` naming it (``arg_names`` names positional
+    arguments, ``in_place`` gives the advice per name). In the grader that comparison is
+    made here, from the bytes the learner's kernel sends back, against the exact
+    encoding that was sent; nothing it reports is copied into the checker's tensors.
 
     The scaffold's ``NotImplementedError("Exercise N.M: ...")`` becomes ``NotDone``; a
     ``Hint`` propagates; any other exception becomes a ``Hint`` that names the exception,
@@ -202,8 +327,9 @@ def call_learner(exercise_id: str, fn: Callable[..., Any], *args: Any, **kwargs:
             f"expected a function, got {describe(fn)} — pass the function itself, not its result",
         )
     remote = sys.modules.get("prenorm_course.exercises.remote")
+    sent_args, sent_kwargs = _copy_inputs(args), _copy_inputs(kwargs)
     try:
-        return fn(*args, **kwargs)
+        result = fn(*sent_args, **sent_kwargs)
     except (NotDone, Hint):
         raise
     except NotImplementedError as exc:
@@ -216,6 +342,15 @@ def call_learner(exercise_id: str, fn: Callable[..., Any], *args: Any, **kwargs:
         if remote is not None and isinstance(exc, remote.LearnerError):
             raise _raised(exercise_id, exc) from None
         raise _raised(exercise_id, error_facts(exc)) from None
+    if is_remote(fn):
+        changed = list(fn.learner.changed_arguments)
+    else:
+        changed = [key for key, value in (dict(enumerate(args)) | dict(kwargs)).items()
+                   if _changed_inputs((dict(enumerate(sent_args)) | sent_kwargs)[key], value)]
+    if changed:
+        name = _argument_name(changed[0], arg_names)
+        raise Hint(exercise_id, in_place_hint(name, (in_place or {}).get(name, "")))
+    return result
 
 
 # --- the library's own copy is not an answer -----------------------------------------------
@@ -269,8 +404,11 @@ def code_only(source: str) -> str:
 
 
 def refuse_library_object(exercise_id: str, obj: Any, library: Collection[str], task: str) -> None:
-    """Hint if ``obj`` *is* one of the ``library`` objects (qualified names), or an instance/subclass of one."""
-    origin = probe(obj, library_origin, obj)
+    """Hint if ``obj`` *is* one of the ``library`` objects (qualified names), or an instance/subclass of one.
+
+    A lint, not a guarantee: the names come from the learner's kernel (see README).
+    """
+    origin = object_facts(obj)["origin"]
     hit = next((name for name in origin if name in library), None) if isinstance(origin, list) else None
     if hit is not None:
         raise Hint(exercise_id, f"that is the library's own `{hit}`, not your code — {task}")

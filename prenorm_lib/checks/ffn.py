@@ -26,6 +26,7 @@ from prenorm_lib.checks.core import (
     exercise,
     expect,
     expect_close,
+    fresh_generator,
     passed,
     refuse_library_calls,
     refuse_library_object,
@@ -103,25 +104,25 @@ _SILU_VARIANTS: dict[str, tuple[Callable, str]] = {
 }
 
 
+SILU_IN_PLACE = {"x": "compute a new tensor (x * ..., not x.mul_(...)) so the caller's x stays as it was."}
+
+
 @exercise("2.1")
 def silu(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     """Exercise 2.1: check ``fn(x) == x * sigmoid(x)``, written without torch.nn.functional."""
     ex = "2.1"
     refuse_library_object(ex, fn, _LIBRARY_SILUS, SILU_TASK)
-    torch.manual_seed(21)
-    grid = torch.linspace(-6.0, 6.0, 49)  # (49,)
-    x_in = grid.clone()
-    got = call_learner(ex, fn, x_in)
-    expect(ex, torch.equal(x_in, grid), "your function changed its input in place — compute a new tensor "
-           "(x * ..., not x.mul_(...)) so the caller's x stays as it was.")
+    gen = fresh_generator()
+    grid = torch.cat([torch.zeros(1), 12 * torch.rand(48, generator=gen) - 6]).sort().values  # (49,) in [-6, 6]
     want = functional.silu(grid)
+    got = call_learner(ex, fn, grid, arg_names=("x",), in_place=SILU_IN_PLACE)
     if not _matches(got, want):
         hint = _first_matching_variant(got, (grid,), _SILU_VARIANTS)
         expect_close(ex, got, want, hint or "values differ from x · σ(x) on x ∈ [-6, 6]",
                      shape_hint="SiLU works elementwise, so the output has the input's shape.")
 
     extreme = torch.tensor([-1000.0, -100.0, -20.0, 0.0, 20.0, 100.0, 1000.0])
-    got = call_learner(ex, fn, extreme.clone())
+    got = call_learner(ex, fn, extreme, arg_names=("x",), in_place=SILU_IN_PLACE)
     if isinstance(got, torch.Tensor) and got.shape == extreme.shape and not torch.isfinite(got).all():
         where = ~torch.isfinite(got)
         raise Hint(ex, f"silu({extreme[where][0].item():g}) gave {got[where][0].item()} instead of a number: "
@@ -131,12 +132,12 @@ def silu(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
                  "(silu(x) → x for x → +∞ and → 0 for x → −∞)")
 
     cases = {
-        "a (3, 5, 7) tensor": torch.randn(3, 5, 7) * 4,
-        "float64": torch.randn(11, dtype=torch.float64),
-        "float16": (torch.randn(4, 6) * 3).half(),
+        "a (3, 5, 7) tensor": torch.randn(3, 5, 7, generator=gen) * 4,
+        "float64": torch.randn(11, dtype=torch.float64, generator=gen),
+        "float16": (torch.randn(4, 6, generator=gen) * 3).half(),
     }
     for label, x in cases.items():
-        got = call_learner(ex, fn, x.clone())
+        got = call_learner(ex, fn, x, arg_names=("x",), in_place=SILU_IN_PLACE)
         atol, rtol = (2e-3, 2e-3) if x.dtype == torch.float16 else (1e-5, 1e-4)
         expect_close(ex, got, functional.silu(x), f"values differ from x · σ(x) for {label}",
                      atol=atol, rtol=rtol,
@@ -211,11 +212,12 @@ _SWIGLU_VARIANTS: dict[str, tuple[Callable, str]] = {
 }
 
 
-def _swiglu_case(d_model: int, d_ff: int, lead: tuple[int, ...], dtype=torch.float32):
-    x = torch.randn(*lead, d_model, dtype=dtype)  # (..., d_model)
-    w1 = torch.randn(d_ff, d_model, dtype=dtype) / math.sqrt(d_model)
-    w2 = torch.randn(d_model, d_ff, dtype=dtype) / math.sqrt(d_ff)
-    w3 = torch.randn(d_ff, d_model, dtype=dtype) / math.sqrt(d_model)
+def _swiglu_case(d_model: int, d_ff: int, lead: tuple[int, ...], dtype=torch.float32, gen=None):
+    gen = fresh_generator() if gen is None else gen
+    x = torch.randn(*lead, d_model, dtype=dtype, generator=gen)  # (..., d_model)
+    w1 = torch.randn(d_ff, d_model, dtype=dtype, generator=gen) / math.sqrt(d_model)
+    w2 = torch.randn(d_model, d_ff, dtype=dtype, generator=gen) / math.sqrt(d_ff)
+    w3 = torch.randn(d_ff, d_model, dtype=dtype, generator=gen) / math.sqrt(d_model)
     return x, w1, w2, w3
 
 
@@ -230,11 +232,14 @@ COLUMN_HINT = ("your function works for a single vector x of shape (d_model,) bu
                "(..., d_model) @ (d_model, d_ff) → (..., d_ff)")
 
 
+SWIGLU_ARGS = ("x", "w1", "w2", "w3")
+
+
 def _works_on_one_vector(ex: str, fn: Callable) -> bool:
     """True if ``fn`` gets the single-vector case right (then a batch failure is a layout mistake)."""
     args = _swiglu_case(8, 12, ())
     try:
-        got = call_learner(ex, fn, *(a.clone() for a in args))
+        got = call_learner(ex, fn, *args, arg_names=SWIGLU_ARGS)
     except Hint:
         return False
     return _matches(got, functional.swiglu(*args))
@@ -243,7 +248,7 @@ def _works_on_one_vector(ex: str, fn: Callable) -> bool:
 def _call_swiglu(ex: str, fn: Callable, args: tuple) -> torch.Tensor:
     """Call the learner; a matmul shape error gets a hint about (out, in) storage or about W @ x.T."""
     try:
-        return call_learner(ex, fn, *(a.clone() for a in args))
+        return call_learner(ex, fn, *args, arg_names=SWIGLU_ARGS)
     except Hint as hint:
         if args[0].dim() > 1 and _works_on_one_vector(ex, fn):
             raise Hint(ex, f"{hint.hint}. {COLUMN_HINT}") from None
@@ -257,7 +262,6 @@ def swiglu(fn: Callable[..., torch.Tensor]) -> None:
     """Exercise 2.2: check ``fn(x, w1, w2, w3) == W2 (SiLU(W1 x) ⊙ W3 x)``."""
     ex = "2.2"
     refuse_library_object(ex, fn, _LIBRARY_SWIGLU, SWIGLU_TASK)
-    torch.manual_seed(22)
     cases = {
         "x of shape (2, 5, 8) with d_ff = 12": _swiglu_case(8, 12, (2, 5)),
         "square weights (d_ff = d_model = 8)": _swiglu_case(8, 8, (2, 3)),
@@ -265,8 +269,8 @@ def swiglu(fn: Callable[..., torch.Tensor]) -> None:
         "float64 with d_model = 6, d_ff = 16": _swiglu_case(6, 16, (4,), dtype=torch.float64),
     }
     for label, args in cases.items():
+        want = functional.swiglu(*args)  # before the learner's call, which gets copies of the arguments
         got = _call_swiglu(ex, fn, args)
-        want = functional.swiglu(*args)
         if _matches(got, want):
             continue
         hint = _first_matching_variant(got, args, _SWIGLU_VARIANTS)
@@ -292,7 +296,18 @@ def swiglu(fn: Callable[..., torch.Tensor]) -> None:
 
 # No d_model here is ≡ 12 (mod 24): there 8/3·d_model is an exact half-multiple of 64 and
 # "nearest" depends on the tie rule, which is not what the exercise is about.
-_D_MODELS = (768, 256, 512, 1024, 4096, 64, 5120, 1000, 8)
+_KNOWN_D_MODELS = (768, 256, 512, 64, 8)  # 256 tells floor, 512 ceil from nearest; 8 needs max(64, ...)
+
+
+def _d_models() -> tuple[int, ...]:
+    """The known widths and five drawn afresh from 65 … 5120 (none ≡ 12 mod 24, where nearest is a tie)."""
+    gen = fresh_generator()
+    drawn: list[int] = []
+    while len(drawn) < 5:
+        d = int(torch.randint(65, 5121, (), generator=gen))
+        if d % 24 != 12 and d not in drawn:
+            drawn.append(d)
+    return (*_KNOWN_D_MODELS, *drawn)
 
 _HIDDEN_VARIANTS: dict[str, tuple[Callable[[int], int], str]] = {
     "four_x": (
@@ -324,19 +339,20 @@ def hidden_dim(fn: Callable[[int], int]) -> None:
     """Exercise 2.3: check ``fn(d_model) == swiglu_hidden_dim(d_model)`` (nearest multiple of 64)."""
     ex = "2.3"
     refuse_library_object(ex, fn, _LIBRARY_WIDTHS, WIDTH_TASK)
-    got = {d: call_learner(ex, fn, d) for d in _D_MODELS}
+    d_models = _d_models()
+    got = {d: call_learner(ex, fn, d) for d in d_models}
     for d, value in got.items():
         if isinstance(value, float) or (isinstance(value, torch.Tensor) and value.numel() == 1):
             raise Hint(ex, f"for d_model = {d} you returned {value!r}, a {type(value).__name__}; d_ff sizes a "
                            "weight matrix, so return a Python int (round(...) returns one; so does int(...)).")
         expect(ex, isinstance(value, int) and not isinstance(value, bool),
                f"for d_model = {d} you returned {value!r} ({type(value).__name__}); return an int.")
-    want = {d: swiglu_hidden_dim(d) for d in _D_MODELS}
+    want = {d: swiglu_hidden_dim(d) for d in d_models}
     if got == want:
         refuse_library_calls(ex, fn, _LIBRARY_WIDTH_CALLS, WIDTH_TASK)
         passed(ex, "d_ff = 8/3·d_model rounded to the nearest multiple of 64 for d_model from 8 to 5120")
         return
-    usual = [d for d in _D_MODELS if d >= 64]
+    usual = [d for d in d_models if d >= 64]
     for variant, hint in _HIDDEN_VARIANTS.values():
         if all(got[d] == variant(d) for d in usual):
             raise Hint(ex, hint)

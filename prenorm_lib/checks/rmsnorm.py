@@ -19,12 +19,17 @@ from torch import nn
 
 from prenorm_lib import functional
 from prenorm_lib.checks.core import (
+    MODULE_CLASS,
+    PARAMETER_CLASS,
     Hint,
     call_learner,
     exercise,
     expect,
     expect_choice,
     expect_close,
+    fresh_generator,
+    n_parameters,
+    object_facts,
     passed,
     probe,
     refuse_library_calls,
@@ -116,9 +121,10 @@ KERNEL_TASK = ("this exercise asks you to write the kernel yourself from torch o
 LIBRARY_KERNELS = frozenset({"prenorm_lib.functional.rms_norm", "torch.nn.functional.rms_norm", "torch.rms_norm"})
 LIBRARY_KERNEL_CALLS = re.compile(r"\b(?:functional|F|torch|nn\s*\.\s*functional)\s*\.\s*rms_norm\b|\bRMSNorm\s*\(")
 IN_PLACE_HINT = (
-    "your function changed its input x in place — `x.to(torch.float32)` does not copy a float32 input, so "
-    "`x32 /= rms` (or `x32.div_(...)`) divides the caller's tensor too. Write `x32 / rms`, which makes a new tensor"
+    "`x.to(torch.float32)` does not copy a float32 input, so `x32 /= rms` (or `x32.div_(...)`) divides the "
+    "caller's tensor too. Write `x32 / rms`, which makes a new tensor"
 )
+KERNEL_IN_PLACE = {"x": IN_PLACE_HINT, "weight": "multiply into a new tensor"}
 KEEPDIM_HINT = (
     "the mean over the last dimension dropped that dimension, so x (..., d) and the RMS (...) do not line up — "
     "keep it with mean(dim=-1, keepdim=True), which gives (..., 1)"
@@ -133,7 +139,7 @@ def _matches(got: torch.Tensor, candidate: torch.Tensor) -> bool:
 
 def _kernel_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, float]]:
     """(description, x, weight, eps), each aimed at a few mistakes; ends with the dtype cases."""
-    gen = torch.Generator().manual_seed(1)
+    gen = fresh_generator()
     batch = torch.randn(2, 3, 8, generator=gen) + 0.5  # non-zero mean: tells RMS from std
     gain = torch.rand(8, generator=gen) + 0.5
     tiny_and_zero = torch.stack([1e-3 * torch.randn(6, generator=gen), torch.zeros(6)])  # (2, 6)
@@ -156,7 +162,7 @@ def _tolerances(dtype: torch.dtype) -> tuple[float, float]:
 def _call_kernel(fn: Callable, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """The learner's kernel on one case; a broadcasting error gets the keepdim explanation."""
     try:
-        return call_learner(KERNEL, fn, x, weight, eps)
+        return call_learner(KERNEL, fn, x, weight, eps, arg_names=("x", "weight", "eps"), in_place=KERNEL_IN_PLACE)
     except Hint as hint:
         if "must match the size of tensor" in hint.hint:
             raise Hint(KERNEL, f"{hint.hint} — {KEEPDIM_HINT}") from None
@@ -168,12 +174,8 @@ def rms_norm(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]) ->
     """Exercise 1.1: ``fn(x, weight, eps)`` must equal ``functional.rms_norm`` on every case."""
     refuse_library_object(KERNEL, fn, LIBRARY_KERNELS, KERNEL_TASK)
     for description, x, weight, eps in _kernel_cases():
-        want = functional.rms_norm(x, weight, eps)
-        x_in, weight_in = x.clone(), weight.clone()
-        got = _call_kernel(fn, x_in, weight_in, eps)
-        expect(KERNEL, torch.equal(x_in, x), f"on {description}: {IN_PLACE_HINT}")
-        expect(KERNEL, torch.equal(weight_in, weight),
-               f"on {description}: your function changed `weight` in place — multiply into a new tensor")
+        want = functional.rms_norm(x, weight, eps)  # before the learner's call, which gets copies of x and weight
+        got = _call_kernel(fn, x, weight, eps)
         if isinstance(got, torch.Tensor) and got.dtype == want.dtype and not _matches(got, want):
             for wrong, hint in MISTAKES.values():
                 if not _matches(want, wrong(x, weight, eps)) and _matches(got, wrong(x, weight, eps)):
@@ -196,19 +198,25 @@ MODULE_TASK = ("this exercise asks you to write the module yourself: subclass nn
 
 
 def _module_facts(module: object) -> dict:
-    """What Exercise 1.2 needs to know about a learner's module, as plain data (a probe)."""
-    facts = {"is_module": isinstance(module, nn.Module)}
-    weight = getattr(module, "weight", None) if facts["is_module"] else None
+    """What Exercise 1.2 needs to know about a learner's module, decided here from plain facts.
+
+    The facts (type names, parameter shapes, the weight's type names and bytes) come from
+    wherever the module lives; every question below is answered in this process.
+    """
+    raw = object_facts(module, ("weight",))
+    facts = {"is_module": MODULE_CLASS in raw["types"], "n_params": n_parameters(raw)}
+    weight = raw["attributes"].get("weight") if facts["is_module"] else None
     facts["has_weight"] = weight is not None
-    facts["weight_type"] = type(weight).__name__
-    facts["is_parameter"] = isinstance(weight, nn.Parameter)
-    if isinstance(weight, torch.Tensor):
+    types = weight["types"] if weight is not None else ["NoneType"]
+    facts["weight_type"] = types[0].rsplit(".", 1)[-1]
+    facts["is_parameter"] = PARAMETER_CLASS in types
+    tensor = weight["tensor"] if weight is not None else None
+    if isinstance(tensor, torch.Tensor):
         facts |= {
-            "shape": list(weight.shape), "dtype": str(weight.dtype).removeprefix("torch."),
-            "device": weight.device.type,
-            "ones": weight.device.type != "meta" and bool((weight.detach() == 1).all()),
+            "shape": list(tensor.shape), "dtype": str(tensor.dtype).removeprefix("torch."),
+            "device": tensor.device.type,
+            "ones": tensor.device.type != "meta" and bool((tensor.detach() == 1).all()),
         }
-    facts["n_params"] = sum(p.numel() for p in module.parameters()) if facts["is_module"] else 0
     return facts
 
 
@@ -224,7 +232,7 @@ def rms_norm_module(cls: type) -> None:
     refuse_library_object(MODULE, cls, LIBRARY_MODULES, MODULE_TASK)
     d_model = 8
     module = call_learner(MODULE, cls, d_model)
-    facts = probe(cls, _module_facts, module)
+    facts = _module_facts(module)
     expect(MODULE, facts["is_module"], f"{cls!r} did not build an nn.Module — subclass nn.Module")
     expect(MODULE, facts["has_weight"], "the module has no `weight` — store the gain as self.weight")
     expect(
@@ -246,18 +254,18 @@ def rms_norm_module(cls: type) -> None:
         f"the module has {facts['n_params']} parameters, expected {d_model} — RMSNorm has a gain and nothing else "
         "(no bias)",
     )
-    wide = probe(cls, _module_facts, call_learner(MODULE, cls, d_model, dtype=torch.float64))
+    wide = _module_facts(call_learner(MODULE, cls, d_model, dtype=torch.float64))
     expect(MODULE, wide.get("dtype") == "float64", "dtype=torch.float64 was ignored — pass dtype= on to torch.ones")
-    meta = probe(cls, _module_facts, call_learner(MODULE, cls, d_model, device="meta"))
+    meta = _module_facts(call_learner(MODULE, cls, d_model, device="meta"))
     expect(MODULE, meta.get("device") == "meta", "device='meta' was ignored — pass device= on to torch.ones")
 
-    gen = torch.Generator().manual_seed(2)
+    gen = fresh_generator()
     x = torch.randn(2, 3, d_model, generator=gen)
     gain = torch.rand(d_model, generator=gen) + 0.5
+    want, without_gain = functional.rms_norm(x, gain), functional.rms_norm(x, torch.ones(d_model))
     probe(cls, _set_weight, module, gain)
-    got = call_learner(MODULE, module, x)
-    want = functional.rms_norm(x, gain)
-    if _matches(got, functional.rms_norm(x, torch.ones(d_model))):
+    got = call_learner(MODULE, module, x, arg_names=("x",))
+    if _matches(got, without_gain):
         raise Hint(MODULE, "forward ignores self.weight — pass it to the kernel")
     expect_close(MODULE, got, want, "forward(x) differs from functional.rms_norm(x, self.weight, self.eps)",
                  shape_hint=f"forward must keep x's shape; {KEEPDIM_HINT}")
@@ -267,11 +275,13 @@ def rms_norm_module(cls: type) -> None:
     )
 
     small = 0.1 * x  # mean square ≈ 0.01: eps = 0.5 changes the result a lot
+    ones = torch.ones(d_model)
+    ignored_eps, want = functional.rms_norm(small, ones), functional.rms_norm(small, ones, 0.5)
     loose = call_learner(MODULE, cls, d_model, eps=0.5)
-    got = call_learner(MODULE, loose, small)
-    if _matches(got, functional.rms_norm(small, torch.ones(d_model))):
+    got = call_learner(MODULE, loose, small, arg_names=("x",))
+    if _matches(got, ignored_eps):
         raise Hint(MODULE, "the module ignores eps — store it in __init__ (self.eps = eps) and pass it to the kernel")
-    expect_close(MODULE, got, functional.rms_norm(small, torch.ones(d_model), 0.5), "with eps=0.5 the output is wrong")
+    expect_close(MODULE, got, want, "with eps=0.5 the output is wrong")
     passed(MODULE, "gain is a Parameter of ones with the right shape, dtype and device; forward uses weight and eps")
 
 

@@ -20,6 +20,7 @@ from prenorm_lib.checks.core import (
     call_learner,
     exercise,
     expect_close,
+    fresh_generator,
     passed,
     refuse_library_calls,
     refuse_library_object,
@@ -57,7 +58,15 @@ CACHE_MISTAKES = (
      "cos and sin are swapped: return (cos, sin) in that order"),
 )
 
-CACHE_CASES = ((10000.0, 8, 16), (10000.0, 2, 5), (500.0, 64, 100), (10000.0, 16, 1))
+def _cache_cases() -> list[tuple[float, int, int]]:
+    """(theta, d_k, max_seq_len), drawn afresh: a few pairs, one pair, 32 pairs over 100 positions, one position."""
+    gen = fresh_generator()
+
+    def pick(low: int, high: int) -> int:
+        return int(torch.randint(low, high + 1, (), generator=gen))
+
+    return [(float(pick(5000, 20000)), 8, pick(12, 24)), (float(pick(5000, 20000)), 2, pick(3, 9)),
+            (float(pick(300, 800)), 64, 100), (float(pick(5000, 20000)), 16, 1)]
 
 
 def _as_pair(exercise_id: str, result) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,7 +96,7 @@ def cos_sin_cache(build_cache: Callable) -> None:
     """Exercise 3.1: ``build_cache(theta, d_k, max_seq_len) -> (cos, sin)``, each (max_seq_len, d_k/2)."""
     ex = "3.1"
     refuse_library_object(ex, build_cache, _LIBRARY_CACHE, CACHE_TASK)
-    for args in CACHE_CASES:
+    for args in _cache_cases():
         cos, sin = _as_pair(ex, call_learner(ex, build_cache, *args))
         want = _angles(*args)
         theta, d_k, max_seq_len = args
@@ -166,23 +175,32 @@ def _wrong_positions(x: torch.Tensor, got: torch.Tensor, cos: torch.Tensor, sin:
 
 
 def _rotation_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]]:
-    gen = torch.Generator().manual_seed(3)
+    """Inputs drawn afresh on every check; the kinds (heads, packing, one pair, float16) stay."""
+    gen = fresh_generator()
     angles = functional.rope_angles(10000.0, 8, 64)  # (64, 4)
-    packed = torch.tensor([[0, 1, 2, 3, 0, 1], [40, 41, 42, 43, 44, 45]])  # two rows of positions
+    start, second = (int(torch.randint(1, 40, (), generator=gen)) for _ in range(2))
+    # two rows of positions: the first restarts at 0 (two documents packed in one row), the second starts late
+    packed = torch.tensor([[0, 1, 2, 3, 0, 1], [second + i for i in range(6)]])
     cases = []
     x = torch.randn(2, 5, 8, generator=gen)
     cases.append(("x (2, 5, 8), positions 0 … 4", x, angles[:5].cos(), angles[:5].sin()))
     x = torch.randn(6, 2, generator=gen)
-    a = functional.rope_angles(10000.0, 2, 64)[[3, 9, 17, 30, 50, 63]]  # (6, 1)
+    positions = torch.randperm(64, generator=gen)[:6].sort().values
+    a = functional.rope_angles(10000.0, 2, 64)[positions]  # (6, 1)
     cases.append(("x (6, 2), one pair, positions up to 63", x, a.cos(), a.sin()))
     x = torch.randn(2, 3, 6, 8, generator=gen)
     a = angles[packed].unsqueeze(1)  # (2, 1, 6, 4): the same positions for every head
     cases.append(("x (2 batch, 3 heads, 6, 8), packed positions", x, a.cos(), a.sin()))
     x = torch.randn(4, 8, generator=gen).to(torch.float16)
-    cases.append(("float16 x (4, 8)", x, angles[10:14].cos(), angles[10:14].sin()))
+    cases.append(("float16 x (4, 8)", x, angles[start:start + 4].cos(), angles[start:start + 4].sin()))
     return [(name, x, c.to(torch.float32), s.to(torch.float32)) for name, x, c, s in cases]
 
 
+ROTATION_IN_PLACE = {
+    "x": "build a new tensor instead (the caller still needs x, e.g. the keys after the queries)",
+    "cos": "the cos/sin cache is shared by every layer and head: read it, never write into it",
+    "sin": "the cos/sin cache is shared by every layer and head: read it, never write into it",
+}
 _LIBRARY_ROTATION = frozenset({"prenorm_lib.functional.apply_rope"})
 _LIBRARY_ROTATION_CALLS = re.compile(r"\bapply_rope\s*\(" + ROPE_CALLS)
 ROTATION_TASK = ("this exercise asks you to rotate the pairs yourself (x[..., 0::2], x[..., 1::2], cos, sin); "
@@ -195,12 +213,8 @@ def rotate_pairs(rotate: Callable) -> None:
     ex = "3.2"
     refuse_library_object(ex, rotate, _LIBRARY_ROTATION, ROTATION_TASK)
     for name, x, cos, sin in _rotation_cases():
-        original = x.clone()
-        got = call_learner(ex, rotate, x, cos, sin)
-        if not torch.equal(x, original):
-            raise Hint(ex, "your function changed x in place; build a new tensor instead (the caller "
-                       "still needs x, e.g. the keys after the queries)")
-        want = functional.apply_rope(x, cos, sin)
+        want = functional.apply_rope(x, cos, sin)  # before the learner's call, which gets copies of x, cos, sin
+        got = call_learner(ex, rotate, x, cos, sin, arg_names=("x", "cos", "sin"), in_place=ROTATION_IN_PLACE)
         if isinstance(got, torch.Tensor) and got.shape == want.shape and got.dtype == want.dtype:
             got64 = got.to(torch.float64)
             atol = 2e-3 if x.dtype == torch.float16 else 1e-5

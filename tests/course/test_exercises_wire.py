@@ -92,7 +92,7 @@ def test_nesting_and_size_are_bounded():
         wire.decode({"$": "list", "items": [0] * (wire.MAX_ITEMS + 1)})
 
 
-def test_a_call_copies_in_place_changes_back():
+def test_a_call_names_the_arguments_it_changed_in_place_and_never_writes_into_ours():
     def scale_in_place(x, factor):
         x.mul_(factor)
         return None
@@ -103,11 +103,11 @@ def test_a_call_copies_in_place_changes_back():
     learner = loopback({"scale": scale_in_place, "reshape": reshape_in_place})
     x = torch.ones(3)
     assert learner.lookup("scale")(x, 2.0) is None
-    assert torch.equal(x, torch.full((3,), 2.0))
+    assert learner.changed_arguments == [0]
+    assert torch.equal(x, torch.ones(3))  # the grader's tensor is as it was sent
     y = torch.ones(3)
-    learner.lookup("reshape")(y)
-    assert y.shape == (1, 3)
-
+    learner.lookup("reshape")(x=y)
+    assert learner.changed_arguments == ["x"] and y.shape == (3,)
 
 
 def test_an_in_place_change_is_seen_even_if_the_learner_patches_torch_comparisons(monkeypatch):
@@ -122,7 +122,24 @@ def test_an_in_place_change_is_seen_even_if_the_learner_patches_torch_comparison
     x = torch.zeros(3)
     learner.lookup("sneaky")(x)
     monkeypatch.undo()
-    assert torch.equal(x, torch.ones(3))
+    assert learner.changed_arguments == [0] and torch.equal(x, torch.zeros(3))
+
+
+def test_a_forged_after_report_is_never_copied_into_the_checkers_tensors():
+    """A kernel that reports 'your input is now X' changes nothing here (class 11: no copy-back)."""
+    agent = Agent({"f": lambda x: x.sum()})
+
+    def send(request):
+        reply = json.loads(agent.handle(json.dumps(request)))
+        if request["op"] == "call":
+            reply["after"] = [[0, wire.encode(torch.full((3,), 7.0))]]
+        return reply
+
+    learner = Learner(send)
+    x = torch.zeros(3)
+    learner.lookup("f")(x)
+    assert torch.equal(x, torch.zeros(3)) and learner.changed_arguments == [0]
+
 
 def test_a_call_reports_errors_output_and_warnings():
     def noisy(x):

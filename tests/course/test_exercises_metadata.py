@@ -1,0 +1,66 @@
+"""Check cells carry their checker and arguments in metadata that ``build`` writes (nbgrader's pattern).
+
+``check`` and ``grade`` read it from the course's exercise notebook, never from the
+learner's file and never by parsing the check cell's Python; a check cell that lost it
+is a clear error that says to rebuild.
+"""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from prenorm_course.exercises.build import read_notebook, write_notebook
+from prenorm_course.exercises.check import course_checks
+from prenorm_course.exercises.markers import METADATA_KEY, NotebookError, check_calls, validate_solution
+from prenorm_course.exercises.paths import exercise_dir, repo_root, solution_notebooks
+
+ROOT = repo_root()
+
+
+def course_copy(tmp_path: Path) -> Path:
+    """The solution and exercise notebooks, copied (no learner code runs here)."""
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns("*.png", "*.gif"))
+    return tmp_path
+
+
+@pytest.mark.parametrize("path", solution_notebooks(ROOT), ids=lambda p: p.name)
+def test_metadata_names_the_same_check_as_the_check_cell(path):
+    solution = read_notebook(path)
+    exercises = validate_solution(solution, path.name, check_cells=False)
+    assert course_checks(ROOT, path.name, solution, exercises) == check_calls(solution, exercises, path.name)
+
+
+def test_a_check_cell_without_metadata_is_a_clear_error(tmp_path):
+    root = course_copy(tmp_path)
+    path = exercise_dir(root) / "01_rmsnorm.ipynb"
+    nb = read_notebook(path)
+    solution = read_notebook(root / "notebooks" / "01_rmsnorm.ipynb")
+    exercises = validate_solution(solution, path.name, check_cells=False)
+    for cell in nb.cells:
+        if cell.id == exercises[0].checker_cell_id:
+            del cell.metadata[METADATA_KEY]
+    write_notebook(nb, path)
+    with pytest.raises(NotebookError, match=r"Exercise 1\.1 has no `prenorm` metadata.*make exercises"):
+        course_checks(root, path.name, solution, exercises)
+
+
+def test_the_metadata_decides_which_checker_runs(tmp_path):
+    """Not the check cell's Python: metadata pointing elsewhere is what the grader follows."""
+    root = course_copy(tmp_path)
+    path = exercise_dir(root) / "01_rmsnorm.ipynb"
+    nb = read_notebook(path)
+    solution = read_notebook(root / "notebooks" / "01_rmsnorm.ipynb")
+    exercises = validate_solution(solution, path.name, check_cells=False)
+    for cell in nb.cells:
+        if cell.id == exercises[0].checker_cell_id:
+            cell.metadata[METADATA_KEY]["check"] = "prenorm_lib.checks.rmsnorm.rms_norm_module"
+    write_notebook(nb, path)
+    calls = course_checks(root, path.name, solution, exercises)
+    assert calls["1.1"].function == "rms_norm_module"
+    for cell in nb.cells:
+        if cell.id == exercises[0].checker_cell_id:
+            cell.metadata[METADATA_KEY]["check"] = "os.system"
+    write_notebook(nb, path)
+    with pytest.raises(NotebookError, match="malformed"):
+        course_checks(root, path.name, solution, exercises)
