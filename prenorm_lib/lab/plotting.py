@@ -363,8 +363,9 @@ def png_with_description(fig, **print_kwargs) -> tuple[bytes, dict]:
     """The figure as PNG, with its description as alt text in the output's metadata.
 
     Registered by :func:`prenorm_lib.setup` as IPython's PNG formatter for figures, so a
-    figure shown in a notebook stores ``{"alt": …}`` next to its picture: nbconvert, the
-    course's site and Voilà read it as the image's alt text.
+    figure shown in a notebook stores ``{"alt": …}`` next to its picture: nbconvert and the
+    course's site read it as the image's alt text (JupyterLab 4.6's image renderer, which
+    Voilà also uses, does not yet).
     """
     from IPython.core.pylabtools import print_figure
 
