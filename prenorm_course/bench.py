@@ -15,6 +15,9 @@ comparison first checks that both sides compute the same thing.
   the formulas. Beside it torch's own kernels, ``F.rms_norm`` and ``F.layer_norm``, which
   compare implementations. Reported as per-repeat ratios: median and interquartile range
   (the measurement itself lives in :mod:`prenorm_lib.lab.timing`, which notebook 01 uses).
+- Every slider of the course: a move as a learner's kernel draws it (only what changed,
+  :mod:`prenorm_lib.lab.blitting`) vs a full redraw of the same figure. Target: ≤ 100 ms
+  a frame in the kernel (the page adds its own time on top: the browser tests measure it).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import torch.nn.functional as F
 from prenorm_lib import functional
 from prenorm_lib.block import TransformerBlock
 from prenorm_lib.ffn import swiglu_hidden_dim
+from prenorm_lib.lab.sliders import render_png
 from prenorm_lib.lab.timing import PAPER_TIME_SAVED, bench_norms, bench_rope, interleaved_median, norm_ratios
 
 
@@ -94,6 +98,44 @@ def bench_rms_norm(rows: int, d_model: int, repeats: int) -> dict[str, float]:
     )
 
 
+def bench_sliders(repeats: int) -> dict[str, dict[str, float]]:
+    """Median seconds per frame of each course slider: a move, and what a move cost before blitting
+    (``update``, a full draw and Pillow's PNG encoder) on the same figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from prenorm_lib.lab.figures import slider_registry
+    from prenorm_lib.lab.plotting import use_house_style
+
+    use_house_style()
+    results = {}
+    for name, make in slider_registry().items():
+        live = make()
+        control = next(iter(live.controls.values()))
+        options = getattr(control, "options", None)
+        values = list(options) if options else [control.min + (control.max - control.min) * i / 8 for i in range(9)]
+        values = [v[1] if isinstance(v, tuple) else v for v in values]
+        if not options and isinstance(control.value, int):
+            values = list(range(control.min, control.max + 1, max(1, (control.max - control.min) // 8)))
+        if hasattr(control, "base"):  # a log slider: min and max are exponents
+            values = [control.base ** v for v in values]
+        turn = iter(range(10**9))
+
+        def move(live=live, control=control, values=values, turn=turn):
+            control.value = values[next(turn) % len(values)]
+
+        def full(live=live):
+            live.update(**live.values)
+            render_png(live.fig)
+            live.blitter.settle()  # this draw is the reference's: the next move still blits
+
+        results[name] = interleaved_median({"move": move, "full draw": full}, repeats)
+        plt.close(live.fig)
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=30)
@@ -122,6 +164,11 @@ def main(argv: list[str] | None = None) -> None:
     for label, (q1, median, q3) in norm_ratios(norms).items():
         target = f"paper {low:.2f}–{high:.2f}" if label.startswith("RMSNorm /") else ""
         print(f"{label:46} {median:7.2f}  [{q1:.2f}–{q3:.2f}]   {target}")
+
+    print("\nslider frames in the kernel (a move vs a full redraw of the same figure), target ≤ 100 ms a move")
+    for name, times in bench_sliders(args.repeats).items():
+        move, full = times["move"], times["full draw"]
+        print(f"{name:46} {move * 1e3:8.1f}ms {full * 1e3:8.1f}ms {move / full:7.2f}  full redraw      ≤ 100 ms")
 
 
 if __name__ == "__main__":

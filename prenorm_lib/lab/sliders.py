@@ -3,9 +3,10 @@
 ``ipywidgets.interact`` builds a new figure on every move: a new Figure, a new layout, a
 new output area. In a classroom that is a visible lag. A :class:`LiveFigure` builds its
 figure once; a move only calls ``update(**values)``, which changes the artists that depend
-on the slider (``set_ydata``, ``set_text``, …), and the same canvas is rendered again into
-an ``ipywidgets.Image``. Anything that does not depend on the slider is drawn once, when
-the figure is built.
+on the slider (``set_ydata``, ``set_text``, …), and only those are drawn again
+(:mod:`prenorm_lib.lab.blitting`) over a stored picture of the rest, into an
+``ipywidgets.Image``. Tick labels, legends and anything else the slider does not touch
+are drawn once.
 
 Displayed, a LiveFigure is the controls above the picture. Its display also carries the
 first frame as a PNG and a one-line ``text/plain`` description, so a page without a
@@ -26,6 +27,7 @@ import matplotlib.pyplot as plt
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from prenorm_lib.lab.blitting import Blitter
 from prenorm_lib.lab.plotting import describe_figure
 
 __all__ = ["LiveFigure", "render_png", "value_text"]
@@ -64,8 +66,10 @@ class LiveFigure:
     ``update(**values)`` receives every control's current value by name and must change the
     figure's artists in place; it is called once at construction, so the figure may be
     built empty of slider-dependent data. The layout is computed once, on that first
-    frame, and then frozen: a move costs one draw, not a new layout (keep axis limits
-    fixed, or set them in ``update``).
+    frame, and then frozen. A move redraws only the artists ``update`` changed, and the
+    ones a full draw paints over them (:mod:`~prenorm_lib.lab.blitting`); so a fast
+    figure keeps its axis limits fixed (a new limit costs a full draw) and puts what
+    does not move beneath what does (``zorder``, ``ax.set_axisbelow(True)``).
 
     ``description`` is the line a page without widgets shows (and nbval compares), e.g.
     ``"RMSNorm and LayerNorm of a shifted vector (slider: shift)"``.
@@ -98,8 +102,14 @@ class LiveFigure:
         self.render_ms: list[float] = []
         self.errors = widgets.Output()
         self.image = widgets.Image(format="png")
-        self._redraw()
+        self._showing_error = False
+        start = time.perf_counter()
+        self.update(**self.values)
+        self.image.value = render_png(fig)  # a full draw, which also computes the layout
+        self.render_ms.append((time.perf_counter() - start) * 1e3)
         fig.set_layout_engine("none")  # positions fixed from the first frame on
+        self.blitter = Blitter(fig)
+        self.blitter.settle()
         for name, control in self.controls.items():
             control.observe(self._on_change, names="value")
             self._announce(name, control)
@@ -133,14 +143,22 @@ class LiveFigure:
         control.tooltip = value_text(name, control)
 
     def _on_change(self, _change) -> None:
-        with self.errors:  # a raising callback shows its traceback under the figure, not in a log
+        # The errors area is touched only when there is something to show or take away: each
+        # use is a message to the page, and a move should cost one (the picture).
+        if self._showing_error:
             self.errors.clear_output()
+            self._showing_error = False
+        try:
             self._redraw()
+        except Exception:
+            self._showing_error = True
+            with self.errors:  # in a kernel: the traceback under the figure, not in a log
+                raise
 
     def _redraw(self) -> None:
         start = time.perf_counter()
         self.update(**self.values)
-        self.image.value = render_png(self.fig)
+        self.image.value = self.blitter.frame()
         self.render_ms.append((time.perf_counter() - start) * 1e3)
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> tuple[dict, dict]:

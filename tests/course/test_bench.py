@@ -27,3 +27,10 @@ def test_rope_against_rotation_matrices():
 def test_rms_norm_against_torch():
     times = bench.bench_rms_norm(rows=4, d_model=16, repeats=2)
     assert set(times) == {"library", "torch"}
+
+
+def test_every_course_slider_is_timed_against_a_full_redraw():
+    times = bench.bench_sliders(repeats=1)
+    assert "rmsnorm_shift" in times and len(times) == 8
+    assert all(set(t) == {"move", "full draw"} for t in times.values())
+    assert all(t["move"] > 1e-3 for t in times.values()), "a move that redraws nothing was timed"  # each move moves

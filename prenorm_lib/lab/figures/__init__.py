@@ -1,7 +1,8 @@
 """The key figure of each notebook, drawn from the library.
 
 Each topic module defines ``FIGURES``: a mapping from a file stem (the name of the PNG in
-``figures/``) to a function that takes no argument and returns a matplotlib Figure.
+``figures/``) to a function that takes no argument and returns a matplotlib Figure; and
+``SLIDERS``, the same for its LiveFigures (the benchmark and the redraw tests move them all).
 The notebooks call the same functions, so the README's pictures and the notebooks'
 pictures cannot drift apart. ``python -m prenorm_lib.lab.figures`` (``make figures``) writes
 them all.
@@ -26,6 +27,12 @@ def registry() -> dict[str, Callable]:
                 raise ValueError(f"figure name {name!r} is defined twice")
             figures[name] = draw
     return figures
+
+
+def slider_registry() -> dict[str, Callable]:
+    """Every LiveFigure of every topic, built with its defaults, by name, in course order."""
+    return {name: make for topic in TOPICS
+            for name, make in importlib.import_module(f"prenorm_lib.lab.figures.{topic}").SLIDERS.items()}
 
 
 def write_all(directory: Path | str | None = None) -> list[Path]:

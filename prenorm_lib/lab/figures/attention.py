@@ -110,6 +110,7 @@ def sharpness_slider(d_k: int = 64, d_ks: Sequence[int] = D_KS, n_keys: int = 12
         bars[variant] = ax.bar(keys + offset, np.zeros(n_keys), width, color=style["color"], label=style["label"],
                                edgecolor=COLORS["reference"] if variant == "unscaled" else "none", linewidth=0.8)
     ax.set_ylim(0, 1.05)
+    ax.set_axisbelow(True)  # grid under the bars: a move then redraws bars, not tick labels
     ax.set_xticks(keys)
     ax.set_xlabel("key")
     ax.set_ylabel("attention weight")
@@ -232,3 +233,5 @@ EXAMPLES = {
     "reproduction": lambda: draw_reproduction({"scaled": [2.24, 2.25, 2.23], "unscaled": [2.29, 2.27, 2.3]},
                                               {"scaled": [0.88, 0.8, 0.9], "unscaled": [0.33, 0.5, 0.41]}, 300),
 }
+
+SLIDERS = {"attention_sharpness": sharpness_slider, "attention_maps": _example_maps}

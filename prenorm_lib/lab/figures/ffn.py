@@ -266,3 +266,5 @@ EXAMPLES = {
     "swish_beta": swish_beta_figure,
     "gate_surface": draw_gate_surface,
 }
+
+SLIDERS = {"swish_beta": swish_beta_figure}

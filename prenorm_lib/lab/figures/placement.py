@@ -510,3 +510,5 @@ EXAMPLES = {
     "training_with_agreement": _training_example,
     "lr_sweep": _lr_sweep_example,
 }
+
+SLIDERS = {"placement_depth": _depth_example}

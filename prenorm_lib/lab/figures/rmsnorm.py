@@ -160,6 +160,7 @@ def shift_slider(d_model: int = 16, shift: float = 1.5) -> LiveFigure:
     ax.set_xticks(range(0, d_model, 5))
     ax.set_yticks([-4, -2, 0, 2, 4])
     ax.grid(axis="x", visible=False)
+    ax.set_axisbelow(True)  # grid under the bars: a move then redraws bars, not tick labels
     ax.set_xlabel("channel")
     ax.set_ylabel("value")
     ax.legend(handles=[input_bars, mean_line, layer_bars, rms_bars], loc="center left", bbox_to_anchor=(1.01, 0.5),
@@ -352,3 +353,5 @@ EXAMPLES = {
     "timing_ratios": _timing_example,
     "gain_fit": _gain_fit_example,
 }
+
+SLIDERS = {"rmsnorm_shift": shift_slider}

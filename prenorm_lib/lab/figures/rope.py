@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from ipywidgets import IntSlider, Layout, SelectionSlider
 from matplotlib.ticker import FixedFormatter, FixedLocator, MaxNLocator, NullLocator
+from matplotlib.transforms import offset_copy
 
 from prenorm_lib import functional
 from prenorm_lib.lab.plotting import COLORS, mean_band
@@ -128,21 +129,28 @@ def clock_hands(d_k: int = 16, theta: float = 10000.0, max_position: int = 200, 
     _dials(ax, centers)
     (trails,) = ax.plot([], [], ".", color=ROPE_COLORS["trail"], markersize=5)
     hands_line = _hands(ax, centers, ROPE_COLORS["query"])
-    # One text per clock, rewritten at each move: every text costs about a millisecond to draw.
-    labels = [ax.text(center.real, center.imag - 1.15, "", ha="center", va="top", linespacing=1.4)
-              for center in centers]
+    # Under each clock its wavelength, drawn once (beneath the moving hands, so a move need not
+    # redraw it), and a line below it with the turns, rewritten at each move: every text costs
+    # about a millisecond to draw, so a move redraws only what it changes.
+    next_line = offset_copy(ax.transData, fig=fig, y=-1.4 * plt.rcParams["font.size"], units="points")
+    for k, center in enumerate(centers):
+        ax.text(center.real, center.imag - 1.15, f"pair {k}: λ = {spaced(period[k])}", ha="center", va="top",
+                zorder=1.9)
+    turns = [ax.text(center.real, center.imag - 1.15, "", ha="center", va="top", transform=next_line)
+             for center in centers]
     _bare(ax)
     ax.set_xlim(-1.5, 3.0 * (columns - 1) + 1.5)
     ax.set_ylim(-3.3 * (rows - 1) - 2.15, 1.15)
-    title = ax.set_title("")
+    ax.set_title("Pair $k$ has turned by $m\\,\\theta_k$")  # drawn once: mathtext costs three plain texts
+    position_title = ax.set_title("", loc="left")
 
     def update(position: int) -> None:
         past = centers + hands[max(0, position - trail):position]  # (≤ trail, pairs): earlier tips
         trails.set_data(past.real.ravel(), past.imag.ravel())
         _point(hands_line, hands[position])
-        for k, text in enumerate(labels):
-            text.set_text(f"pair {k}: λ = {spaced(period[k])}\n{position / period[k]:.2f} turns")
-        title.set_text(f"Position $m$ = {position}: pair $k$ has turned by $m\\theta_k$")
+        for k, text in enumerate(turns):
+            text.set_text(f"{position / period[k]:.2f} turns")
+        position_title.set_text(f"position m = {position}")
 
     return fig, update
 
@@ -536,3 +544,5 @@ EXAMPLES = {
     "training_curves": _example_training_curves,
     "loss_by_position": _example_loss_by_position,
 }
+
+SLIDERS = {"rope_clocks": clock_hands_slider, "rope_shift_and_gap": shift_slider, "rope_theta": theta_slider}
