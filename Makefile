@@ -12,7 +12,7 @@ EXERCISE_NOTEBOOKS := $(sort $(wildcard notebooks/exercises/[0-9][0-9]_*.ipynb))
 
 .PHONY: setup lab test lint unit nbval exercises-verify browser figures notebooks \
         exercises check grade bench notebook-times site demo experiments experiment clean \
-        wheel wheel-check nbval-cpus drift-cpus
+        wheel wheel-check nbval-cpus drift-cpus attacks-as-user
 
 setup: $(STAMP)
 
@@ -61,6 +61,11 @@ check: $(STAMP)
 ## Grade a folder of learner notebooks: make grade DIR=submissions/
 grade: $(STAMP)
 	$(PY) -m prenorm_course.exercises grade $(DIR)
+
+## The grader's attacks, make check and make grade as a normal user, in a fresh clone with its own .venv
+## (as root: as the account prenorm-learner, made if missing). Slow: it installs the requirements.
+attacks-as-user:
+	.ci/as-normal-user
 
 ## Experiment records (prenorm_lib/lab/experiments/results/*.json, shipped in the wheel):
 ## make experiments (all), make experiment NAME=ffn_ablation (one). PRENORM_DEVICE=cuda|mps trains on a GPU.

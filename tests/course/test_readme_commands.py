@@ -54,6 +54,7 @@ EXERCISED = {
     "wheel": "test_make_wheel_builds_an_installable_wheel",
     "wheel-check": ".ci/run",  # CI builds the wheel, installs it in a fresh venv and runs nbval outside the checkout
     "nbval-cpus": ".ci/run",  # CI runs nbval under torch's and MKL's AVX2 code paths and ATen without SIMD
+    "attacks-as-user": ".ci/run",  # CI runs the attacks, make check and make grade as a normal user
     # The two commands that remake everything (about 17 min of experiments; every notebook
     # re-executed and rewritten) are the loops over single commands exercised here and in CI:
     # `make experiment NAME=…` above, and nbval (part of `make test`) executing every notebook.

@@ -5,8 +5,10 @@ it) and checks from outside that it achieved nothing: a loopback listener receiv
 connection, the kernel sees only its own processes, a re-forking daemon is gone after
 the kernel stops, a shared folder stays empty, the course's solution notebook cannot be
 read, a memory bomb kills only its own kernel, and grading says how learner code ran.
-They run as whoever runs the suite (CI: root); ``test_as_a_normal_user`` repeats the
-core of them as an unprivileged user where this machine lets one make namespaces.
+They run as whoever runs the suite: CI runs them as root (``make test``) and as a normal
+user (``make attacks-as-user``, which sets PRENORM_REQUIRE_USER=1). As root,
+``test_as_a_normal_user`` also repeats the core of them as an unprivileged user; where
+that cannot be done it skips, unless PRENORM_REQUIRE_USER=1 makes the skip a failure.
 """
 
 from __future__ import annotations
@@ -29,6 +31,13 @@ from prenorm_course.exercises.paths import repo_root
 from prenorm_course.exercises.sandbox import CONFINED, CourseFiles, Sandbox
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap confines kernels on Linux only")
+REQUIRE_USER = os.environ.get("PRENORM_REQUIRE_USER") == "1"  # the normal-user run must happen, not skip
+
+
+def _skip_unless_required(reason: str) -> None:
+    if REQUIRE_USER:
+        pytest.fail(f"{reason} (PRENORM_REQUIRE_USER=1: this run must prove the attacks fail as a normal user)")
+    pytest.skip(reason)
 
 
 def _kernel() -> Kernel:
@@ -85,19 +94,26 @@ def test_a_reforking_daemon_is_gone_after_stop(tmp_path: Path):
         assert _out(kernel.run_cell(daemon, 30)) == "started"
         stage, uid = kernel.sandbox.stage, kernel.sandbox.uid
         time.sleep(0.3)
+        assert _kernel_processes(stage, uid), "the daemon is not found while the kernel runs"
     finally:
         kernel.stop()
     time.sleep(0.5)
-    leftovers = []
-    for status in Path("/proc").glob("[0-9]*/status"):
+    assert _kernel_processes(stage, uid) == [] and not stage.exists()
+
+
+def _kernel_processes(stage: Path, uid: int | None) -> list[str]:
+    """Processes of the kernel's user (as root), or (as anyone) whose environment names its folder."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
         try:
-            text = status.read_text()
-        except OSError:
+            text = (proc / "status").read_text()
+            environ = (proc / "environ").read_bytes()
+        except OSError:  # gone, or another user's (a normal user reads only its own)
             continue
         uid_line = next((line for line in text.splitlines() if line.startswith("Uid:")), "")
-        if uid is not None and uid_line and int(uid_line.split()[1]) == uid:
-            leftovers.append(status.parent.name)
-    assert leftovers == [] and not stage.exists()
+        if (uid is not None and uid_line and int(uid_line.split()[1]) == uid) or str(stage).encode() in environ:
+            found.append(proc.name)
+    return found
 
 
 def test_shared_folders_stay_empty():
@@ -190,13 +206,18 @@ def test_learner_text_cannot_forge_rows_of_grades_md(tmp_path: Path):
     assert len(rows) == 2
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="making a test user needs root")
 def test_as_a_normal_user(tmp_path: Path):
     """bubblewrap without root (a teacher's laptop): a user namespace; the same attacks fail."""
+    if os.geteuid() != 0:  # the whole suite is the normal-user run: say so, and that it is confined
+        if not REQUIRE_USER:
+            pytest.skip("not root: every test here already runs as a normal user (making another needs root)")
+        how = sandbox.confinement().how
+        assert not sandbox._root() and "user namespace" in how, how
+        return
     probe = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", shutil.which("bwrap"),
                             "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "true"], capture_output=True)
     if probe.returncode != 0:
-        pytest.skip(f"unprivileged user namespaces are off here: {probe.stderr.decode().strip()}")
+        _skip_unless_required(f"unprivileged user namespaces are off here: {probe.stderr.decode().strip()}")
     box = Sandbox.create(CONFINED, CourseFiles({}))
     box.uid = None  # build the command as a normal user would: bubblewrap makes a user namespace
     if box.cgroup is not None:
@@ -213,7 +234,7 @@ def test_as_a_normal_user(tmp_path: Path):
     finally:
         box.remove()
     if "Permission denied" in proc.stderr and "source path" in proc.stderr:
-        pytest.skip("this Python lives where a normal user cannot read it")
+        _skip_unless_required(f"this Python ({sys.executable}) lives where a normal user cannot read it")
     assert proc.stdout.split() == ["True", "2", "False"], proc.stderr
 
 
