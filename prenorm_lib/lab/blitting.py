@@ -21,8 +21,6 @@ for every slider of the course.
 
 from __future__ import annotations
 
-import struct
-import zlib
 from operator import methodcaller
 
 import numpy as np
@@ -32,32 +30,16 @@ from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
+from prenorm_lib.lab.png import png_bytes
+
 __all__ = ["Blitter", "encode_png"]
 
 PAD_PX = 2  # anti-aliasing reaches about a pixel past an artist's box
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def encode_png(fig: Figure) -> bytes:
-    """The canvas as it is now, as PNG bytes, without drawing it first.
-
-    Written here because Pillow's encoder tries every row filter and has no option to skip
-    them, which doubles what a frame costs: a frame lives for one slider move, so rows go
-    unfiltered into zlib's fastest level, and an opaque figure drops its alpha channel.
-    """
-    rgba = np.asarray(fig.canvas.buffer_rgba())  # (height, width, 4)
-    height, width, _ = rgba.shape
-    opaque = bool(rgba[..., 3].min() == 255)
-    pixels = rgba[..., :3] if opaque else rgba
-    rows = np.zeros((height, 1 + pixels.shape[-1] * width), dtype=np.uint8)  # each row: filter byte 0, pixels
-    rows[:, 1:] = pixels.reshape(height, -1)
-    header = struct.pack(">IIBBBBB", width, height, 8, 2 if opaque else 6, 0, 0, 0)  # 8-bit RGB or RGBA
-    return PNG_SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) \
-        + _chunk(b"IEND", b"")
-
-
-def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    """The canvas as it is now, as PNG bytes (:func:`~prenorm_lib.lab.png.png_bytes`), without drawing it first."""
+    return png_bytes(np.asarray(fig.canvas.buffer_rgba()))
 
 
 def _draw_order(fig: Figure) -> list[tuple[Axes | None, Artist]]:

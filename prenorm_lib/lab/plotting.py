@@ -9,10 +9,14 @@ in greyscale too; :func:`indistinguishable_lines` checks a figure for it.
 
 from __future__ import annotations
 
+from base64 import b64encode
 from pathlib import Path
 
 import matplotlib as mpl
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from prenorm_lib.lab.png import png_bytes
 
 # Where `make figures` writes: figures/ of the folder it runs in (make runs from the course root;
 # an installed library has no course root of its own). save_figure(directory=…) writes elsewhere.
@@ -359,14 +363,38 @@ def describe_figure(fig) -> str:
     return f"{title}. {panels[0]}." if panels else f"{title}."
 
 
-def png_with_description(fig, **print_kwargs) -> tuple[bytes, dict]:
+def png_with_description(fig, base64: bool = False, **print_kwargs) -> tuple[bytes | str, dict]:
     """The figure as PNG, with its description as alt text in the output's metadata.
 
     Registered by :func:`prenorm_lib.setup` as IPython's PNG formatter for figures, so a
     figure shown in a notebook stores ``{"alt": …}`` next to its picture: nbconvert and the
     course's site read it as the image's alt text (JupyterLab 4.6's image renderer, which
     Voilà also uses, does not yet).
+
+    Drawn once: with the inline backend's ``bbox_inches="tight"``, the figure is drawn at
+    its dpi and cut to its tight box, widened by ``savefig.pad_inches`` of its own
+    background. IPython's ``print_figure`` lays the figure out twice and encodes with
+    Pillow, about twice the time; it still draws any figure whose content reaches past its
+    own edges (it grows the canvas) or that asks for other options.
     """
     from IPython.core.pylabtools import print_figure
 
-    return print_figure(fig, "png", **print_kwargs), {"alt": describe_figure(fig)}
+    description = {"alt": describe_figure(fig)}
+    if print_kwargs != {"bbox_inches": "tight"} or not isinstance(fig.canvas, FigureCanvasAgg):
+        return print_figure(fig, "png", base64=base64, **print_kwargs), description
+    fig.canvas.draw()
+    pixels = np.asarray(fig.canvas.buffer_rgba())  # (height, width, 4), top row first
+    height, width = pixels.shape[:2]
+    tight = fig.get_tightbbox(fig.canvas.get_renderer())  # inches, from the bottom left
+    if tight.x0 < 0 or tight.y0 < 0 or tight.x1 * fig.dpi > width or tight.y1 * fig.dpi > height:
+        return print_figure(fig, "png", base64=base64, **print_kwargs), description
+    box = tight.padded(mpl.rcParams["savefig.pad_inches"])
+    left, top = round(box.x0 * fig.dpi), round(height - box.y1 * fig.dpi)  # whole pixels: no resampling
+    right, bottom = left + int(box.width * fig.dpi), top + int(box.height * fig.dpi)  # matplotlib's size
+    background = np.round(255 * np.asarray(mpl.colors.to_rgba(fig.get_facecolor()))).astype(np.uint8)
+    out = np.empty((bottom - top, right - left, 4), dtype=np.uint8)
+    out[:] = background
+    rows, cols = slice(max(top, 0), min(bottom, height)), slice(max(left, 0), min(right, width))
+    out[rows.start - top:rows.stop - top, cols.start - left:cols.stop - left] = pixels[rows, cols]
+    data = png_bytes(out)
+    return (b64encode(data).decode("ascii") if base64 else data), description
