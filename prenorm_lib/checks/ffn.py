@@ -104,6 +104,31 @@ _SILU_VARIANTS: dict[str, tuple[Callable, str]] = {
 }
 
 
+EXP_OVERFLOW = math.log(torch.finfo(torch.float32).max)  # ≈ 88.72: exp(x) is inf in float32 above it
+
+
+def _extreme_inputs(gen: torch.Generator) -> torch.Tensor:
+    """Large inputs drawn afresh, in a drawn order: the kinds are fixed, the values are not.
+
+    2 to 4 magnitudes on each side where exp overflows float32 (|x| from 100 to 1000,
+    log-uniform), one on each side far out but finite (|x| from 15 to 40), and 0. A naive
+    exp(x) / (1 + exp(x)) gives inf/inf = nan at the positive ones, exp(-x)-based forms at the
+    negative ones. Values are rounded to 0.1 so a hint quotes them readably.
+    """
+
+    def log_uniform(n: int, low: float, high: float) -> torch.Tensor:
+        u = torch.rand(n, generator=gen, dtype=torch.float64)
+        return (math.log(low) + u * (math.log(high) - math.log(low))).exp()
+
+    n_pos, n_neg = (int(torch.randint(2, 5, (), generator=gen)) for _ in range(2))
+    values = torch.cat([
+        log_uniform(n_pos, 100.0, 1000.0), -log_uniform(n_neg, 100.0, 1000.0),
+        log_uniform(1, 15.0, 40.0), -log_uniform(1, 15.0, 40.0), torch.zeros(1, dtype=torch.float64),
+    ])
+    values = (values * 10).round() / 10
+    return values[torch.randperm(len(values), generator=gen)].to(torch.float32)
+
+
 SILU_IN_PLACE = {"x": "compute a new tensor (x * ..., not x.mul_(...)) so the caller's x stays as it was."}
 
 
@@ -121,14 +146,17 @@ def silu(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         expect_close(ex, got, want, hint or "values differ from x · σ(x) on x ∈ [-6, 6]",
                      shape_hint="SiLU works elementwise, so the output has the input's shape.")
 
-    extreme = torch.tensor([-1000.0, -100.0, -20.0, 0.0, 20.0, 100.0, 1000.0])
+    extreme = _extreme_inputs(gen)
+    want = functional.silu(extreme)  # before the learner's call, which gets a copy of extreme
     got = call_learner(ex, fn, extreme, arg_names=("x",), in_place=SILU_IN_PLACE)
     if isinstance(got, torch.Tensor) and got.shape == extreme.shape and not torch.isfinite(got).all():
-        where = ~torch.isfinite(got)
-        raise Hint(ex, f"silu({extreme[where][0].item():g}) gave {got[where][0].item()} instead of a number: "
+        # name the smallest input that broke (as the old sorted input did), whatever the drawn order
+        broken = torch.nonzero(~torch.isfinite(got)).flatten()
+        first = broken[extreme[broken].argmin()]
+        raise Hint(ex, f"silu({extreme[first].item():g}) gave {got[first].item()} instead of a number: "
                        "exp overflowed to inf, and inf/inf or 0·inf is nan. Write σ(x) as 1 / (1 + exp(-x)) "
                        "(there exp(-x) = inf only makes σ(x) = 0, harmless) or use torch.sigmoid.")
-    expect_close(ex, got, functional.silu(extreme), "values differ from x · σ(x) for large |x| "
+    expect_close(ex, got, want, "values differ from x · σ(x) for large |x| "
                  "(silu(x) → x for x → +∞ and → 0 for x → −∞)")
 
     cases = {

@@ -11,6 +11,7 @@ the case that tells them apart, the hint says so.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 
@@ -300,17 +301,33 @@ def _describe(t: torch.Tensor) -> str:
     return "something else"
 
 
+def _overflowing_fp16_vector() -> torch.Tensor:
+    """An fp16 vector of the question's kind, drawn afresh: every x² overflows fp16, the RMS itself fits.
+
+    The question names [300, −300, 300, −300]; the answers are decided on a drawn vector of
+    the same kind (4 to 8 entries of both signs, |x| from 256 to 2048 log-uniform, so
+    x² ≥ 65536 > 65504 while the RMS ≤ 2048), so they are facts about the kind, not one table row.
+    """
+    gen = fresh_generator()
+    n = int(torch.randint(4, 9, (), generator=gen))
+    n_positive = int(torch.randint(1, n, (), generator=gen))
+    magnitude = (torch.rand(n, generator=gen, dtype=torch.float64) * (math.log(2048) - math.log(256))
+                 + math.log(256)).exp()
+    sign = torch.tensor([1.0] * n_positive + [-1.0] * (n - n_positive), dtype=torch.float64)
+    return (magnitude * sign[torch.randperm(n, generator=gen)]).to(torch.float16)
+
+
 @exercise(PREDICT)
 def fp16_prediction(square: str, normalised: str) -> None:
     """Exercise 1.3: predictions of fp16 300² and of RMSNorm without upcast on [300, −300, 300, −300]."""
-    x = torch.tensor([300.0, -300.0, 300.0, -300.0], dtype=torch.float16)
+    x = _overflowing_fp16_vector()
     actual_square = _describe(x[:1] ** 2)
     expect_choice(
         PREDICT, square, PREDICT_CHOICES, actual_square,
         "first answer: 300² = 90000 is larger than the largest finite fp16 number (65504), so the "
         "square rounds to inf",
     )
-    actual_norm = _describe(functional.rms_norm(x, torch.ones(4, dtype=torch.float16), upcast=False))
+    actual_norm = _describe(functional.rms_norm(x, torch.ones(len(x), dtype=torch.float16), upcast=False))
     expect_choice(
         PREDICT, normalised, PREDICT_CHOICES, actual_norm,
         "second answer: the mean of the squares is inf, so the RMS is inf, and a finite x divided by inf is 0 — "

@@ -174,13 +174,31 @@ def _wrong_positions(x: torch.Tensor, got: torch.Tensor, cos: torch.Tensor, sin:
     return bool((gap.amin(dim=-1) < 1e-3).all())
 
 
+def _packed_positions(gen: torch.Generator, seq_len: int = 6) -> torch.Tensor:
+    """Positions (2, seq_len) of two packed rows, drawn afresh; the kinds stay, the values do not.
+
+    Row 0 starts late, in the middle of a document (a gap before it: its first position is
+    1 … 39), then a new document restarts at 0, so positions fall back (not monotone). Row 1
+    holds two whole documents, each from 0, so positions repeat. The split points are drawn
+    (each document 2 … seq_len − 2 tokens), so a rotation that takes row t of cos/sin for
+    anything but token t's own position, or one row's positions for every row, is caught.
+    """
+
+    def pick(low: int, high: int) -> int:
+        return int(torch.randint(low, high + 1, (), generator=gen))
+
+    late, split0, split1 = pick(1, 39), pick(2, seq_len - 2), pick(2, seq_len - 2)
+    row0 = list(range(late, late + split0)) + list(range(seq_len - split0))
+    row1 = list(range(split1)) + list(range(seq_len - split1))
+    return torch.tensor([row0, row1])
+
+
 def _rotation_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]]:
     """Inputs drawn afresh on every check; the kinds (heads, packing, one pair, float16) stay."""
     gen = fresh_generator()
     angles = functional.rope_angles(10000.0, 8, 64)  # (64, 4)
-    start, second = (int(torch.randint(1, 40, (), generator=gen)) for _ in range(2))
-    # two rows of positions: the first restarts at 0 (two documents packed in one row), the second starts late
-    packed = torch.tensor([[0, 1, 2, 3, 0, 1], [second + i for i in range(6)]])
+    start = int(torch.randint(1, 40, (), generator=gen))
+    packed = _packed_positions(gen)
     cases = []
     x = torch.randn(2, 5, 8, generator=gen)
     cases.append(("x (2, 5, 8), positions 0 … 4", x, angles[:5].cos(), angles[:5].sin()))

@@ -7,6 +7,7 @@ that its checker raises a Hint whose message names that mistake.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -126,9 +127,20 @@ def test_silu_names_each_mistake(fn, words, via):
     assert words in str(caught.value), str(caught.value)
 
 
-def test_silu_overflow_hint_names_the_input():
-    with pytest.raises(Hint, match=r"silu\(100\) gave nan"):
-        check.silu(silu_overflowing)
+@pytest.mark.parametrize(("fn", "sign"), [(silu_overflowing, 1), (silu_overflowing_negative, -1)])
+def test_silu_overflow_hint_names_a_drawn_input_where_exp_overflows(fn, sign):
+    """The extreme inputs are drawn per check; the hint names the smallest one that broke (x·eˣ/(1 + eˣ) breaks
+    only at large positive x; the e⁻ˣ form at both ends, so its smallest broken input is a large negative one)."""
+    quoted = set()
+    for _ in range(5):
+        with pytest.raises(Hint, match=r"^Exercise 2\.1: silu\((-?\d+(?:\.\d)?)\) gave nan instead of a number: "
+                                       r"exp overflowed to inf, and inf/inf or 0·inf is nan\.") as info:
+            check.silu(fn)
+        value = float(re.search(r"silu\((-?[\d.]+)\)", str(info.value)).group(1))
+        assert value * sign >= 100 > check.EXP_OVERFLOW, value  # a magnitude where exp overflows float32
+        assert "\n" not in str(info.value)
+        quoted.add(value)
+    assert len(quoted) > 1, "the same input every time: the extreme inputs are not drawn"
 
 
 def test_silu_unfinished_scaffold_is_not_done(via, capsys):

@@ -154,3 +154,68 @@ def test_a_lookup_table_of_yesterdays_widths_fails(via):
 
     with pytest.raises(Hint):
         ffn.hidden_dim.core(via(looked_up))
+
+
+# ------------------------------------------- right only on yesterday's fixed inputs (class 13)
+# Each learner below is right on the one input a checker used to hold fixed and makes the
+# typical mistake everywhere else: it passes a checker with fixed inputs, and must not pass one
+# that draws them.
+
+YESTERDAYS_EXTREMES = torch.tensor([-1000.0, -100.0, -20.0, 0.0, 20.0, 100.0, 1000.0])
+YESTERDAYS_SILU = YESTERDAYS_EXTREMES * torch.sigmoid(YESTERDAYS_EXTREMES)
+
+
+def silu_keyed_on_yesterdays_extremes(x):
+    """The right SiLU for the old extreme input, the exp-overflowing x·eˣ/(1 + eˣ) elsewhere."""
+    if x.shape == YESTERDAYS_EXTREMES.shape and torch.equal(x, YESTERDAYS_EXTREMES):
+        return YESTERDAYS_SILU.clone()
+    wide = x.float()
+    return (wide * torch.exp(wide) / (1 + torch.exp(wide))).to(x.dtype)
+
+
+def test_a_silu_right_only_on_yesterdays_extremes_fails(via):
+    from prenorm_lib.checks import ffn
+
+    with pytest.raises(Hint, match=r"^Exercise 2\.1: silu\(-?\d+(\.\d)?\) gave nan instead of a number"):
+        ffn.silu.core(via(silu_keyed_on_yesterdays_extremes))
+
+
+YESTERDAYS_PACKED_ROW = functional.rope_angles(10000.0, 8, 64)[[0, 1, 2, 3, 0, 1]]  # the old first batch row
+
+
+def rotate_keyed_on_yesterdays_packing(x, cos, sin):
+    """Right when the first packed row holds the old positions 0 1 2 3 0 1; else positions 0 … T−1 for every row."""
+    if cos.ndim == 4 and not torch.allclose(cos[0, 0].double(), YESTERDAYS_PACKED_ROW.cos(), atol=1e-6):
+        table = functional.rope_angles(10000.0, x.shape[-1], 64)[: x.shape[-2]]
+        cos, sin = table.cos(), table.sin()
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+
+def test_a_rotation_right_only_on_yesterdays_packed_positions_fails(via):
+    with pytest.raises(Hint, match=r"^Exercise 3\.2: .*\[case: x \(2 batch, 3 heads, 6, 8\), packed positions\]"):
+        rope.rotate_pairs.core(via(rotate_keyed_on_yesterdays_packing))
+
+
+def test_the_fp16_prediction_is_judged_on_a_fresh_vector_of_its_kind(monkeypatch):
+    """Exercise 1.3 takes answers, not code, so no table can be keyed on its vector; it is drawn all the same,
+    and every draw is of the kind the question is about: x² overflows fp16, the RMS itself fits."""
+    seen = []
+    real = rmsnorm.functional.rms_norm
+
+    def recording(x, *args, **kwargs):
+        seen.append(x.clone())
+        return real(x, *args, **kwargs)
+
+    monkeypatch.setattr(rmsnorm.functional, "rms_norm", recording)
+    for _ in range(20):
+        rmsnorm.fp16_prediction.core("inf", "0")
+    assert len(seen) == 20
+    assert len({tuple(x.tolist()) for x in seen}) == 20, "the same vector came back: it is not drawn per check"
+    for x in seen:
+        assert x.dtype == torch.float16
+        assert bool(torch.isinf(x * x).all()), f"{x}: some x² fits fp16"
+        rms = x.float().pow(2).mean().sqrt()
+        assert torch.isfinite(rms.half()), f"{x}: the RMS itself overflows fp16"
+        assert bool((x > 0).any() and (x < 0).any()), f"{x}: one sign only"

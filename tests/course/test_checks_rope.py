@@ -1,5 +1,7 @@
 """The RoPE checkers pass correct answers and name each typical mistake with its own hint."""
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -173,6 +175,41 @@ def rotate_first_position_only(x, cos, sin):
 
 def rotate_reversed_positions(x, cos, sin):
     return rotate_right(x, cos.flip(-2), sin.flip(-2))
+
+
+def rotate_first_row_for_every_row(x, cos, sin):
+    """Flattens cos/sin to (rows, d_k/2) and takes the first seq_len rows: batch row 0's positions everywhere."""
+    seq_len = x.shape[-2]
+    return rotate_right(x, cos.reshape(-1, cos.shape[-1])[:seq_len], sin.reshape(-1, sin.shape[-1])[:seq_len])
+
+
+def rotate_ignoring_packing(x, cos, sin):
+    """Rebuilds the table for positions 0 … seq_len − 1 whenever cos has batch dimensions (packing ignored)."""
+    if cos.ndim > 2:
+        table = functional.rope_angles(10000.0, x.shape[-1], x.shape[-2])
+        cos, sin = table.cos(), table.sin()
+    return rotate_right(x, cos, sin)
+
+
+@pytest.mark.parametrize("wrong", [rotate_first_row_for_every_row, rotate_ignoring_packing])
+def test_packing_mistakes_are_caught_on_the_packed_case(wrong, via):
+    for _ in range(3):  # the packed positions are drawn per check: each draw must catch them
+        with pytest.raises(Hint, match=r"^Exercise 3\.2: .*\[case: x \(2 batch, 3 heads, 6, 8\), packed positions\]"):
+            check.rotate_pairs(via(wrong))
+
+
+def test_packed_positions_are_drawn_with_their_kinds():
+    seen = set()
+    for _ in range(200):
+        positions = check._packed_positions(check.fresh_generator())
+        assert positions.shape == (2, 6) and int(positions.min()) >= 0 and int(positions.max()) < 64
+        row0, row1 = positions.tolist()
+        assert row0[0] > 0, f"{row0}: row 0 must start late (mid-document)"
+        assert 0 in row0 and any(b < a for a, b in itertools.pairwise(row0)), f"{row0}: no restart at 0"
+        assert row1[0] == 0 and len(set(row1)) < len(row1), f"{row1}: two whole documents repeat positions"
+        assert row0 != row1 and row0 != [0, 1, 2, 3, 0, 1]
+        seen.add((tuple(row0), tuple(row1)))
+    assert len(seen) > 50, "the packed positions barely vary"
 
 
 def rotate_extra_dim(x, cos, sin):
