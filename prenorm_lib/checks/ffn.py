@@ -173,7 +173,7 @@ def silu(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
                      dtype_hint="use tensor operations only (torch.exp, torch.sigmoid, *, /): they keep the dtype.")
     # Checked last, once the values are right: a wrong answer gets the hint about its values first.
     refuse_library_calls(ex, fn, _LIBRARY_SILU, SILU_TASK)
-    passed(ex, "silu matches x·σ(x) on a grid, on batches, in float16/float64, and stays finite at ±1000")
+    passed(ex, "silu matches x·σ(x) on a grid, on batches, in float16/float64, and stays finite out to |x| = 1000")
 
 
 # ---------------------------------------------------------------------------------------

@@ -342,7 +342,7 @@ def describe_figure(fig) -> str:
     panels = []
     for ax in axes:
         parts = []
-        name = plain_text(ax.get_title())
+        name = ", ".join(t for t in (plain_text(ax.get_title(loc)) for loc in ("left", "center", "right")) if t)
         if name and name != title:
             parts.append(name)
         x, y = plain_text(ax.get_xlabel()), plain_text(ax.get_ylabel())
