@@ -91,12 +91,23 @@ class Blitter:
         """Call after a full draw (the first frame): from now on, raised stale flags mean a move changed them."""
         _settle(self.fig)
 
+    def learn(self) -> None:
+        """Count what has changed since :meth:`settle` as moving, before any frame is drawn.
+
+        A text that happens to read the same after a move is not stale, and would cost a new
+        background the first time it does change; moves tried in advance find it.
+        """
+        self.moving |= {unit for _, unit in _draw_order(self.fig) if _changed(unit)}
+        _settle(self.fig)
+
     def frame(self) -> bytes:
         """The figure as the last ``update`` left it, as PNG bytes."""
         order = _draw_order(self.fig)
         units = [unit for _, unit in order]
         changed = {unit for unit in units if _changed(unit)}
         made_for = (tuple(map(id, units)), _limits(self.fig))
+        if self._made_for is None:  # the first move: what learn() found still holds
+            self._made_for = made_for
         if self.background is None or made_for != self._made_for or not changed <= self.moving:
             self.moving = changed | (self.moving if made_for == self._made_for else set())
             self._new_background(order)

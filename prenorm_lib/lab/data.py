@@ -23,8 +23,11 @@ The grammar is chosen so that a language model has something to learn at every s
 from __future__ import annotations
 
 import random
+import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import numpy as np
 import torch
 
 from prenorm_lib import validation
@@ -267,15 +270,35 @@ def _encode_sentences(tokenizer: Tokenizer, sentences: list[Sentence]) -> torch.
     return torch.tensor(ids, dtype=torch.long)
 
 
+CORPUS_DEFAULTS = {"n_train_sentences": 20_000, "n_val_sentences": 2_000, "seed": 0}
+# The default corpus, generated once and shipped: drawing 22 000 sentences takes a second and
+# a half of pure Python, which every notebook that trains on it would pay. `write_corpus_cache()`
+# remakes the file; tests/lab/test_data.py checks that it equals a fresh generation.
+CORPUS_CACHE = Path(__file__).parent / "corpora" / "grammar_seed0.npz"
+CACHE_CHECK_SENTENCES = 200  # at every load, the first ones are generated again and compared
+
+
 def make_corpus(n_train_sentences: int = 20_000, n_val_sentences: int = 2_000, seed: int = 0) -> Corpus:
-    """Generate the course corpus: about 200k training and 20k validation tokens (< 1 s).
+    """Generate the course corpus: about 200k training and 20k validation tokens.
 
     Validation sentences come from the same grammar but a different stream of random
-    draws, so short sentences may appear in both parts, as in any natural corpus.
+    draws, so short sentences may appear in both parts, as in any natural corpus. The
+    default corpus is read from the copy shipped with the library (``CORPUS_CACHE``), after
+    checking its first sentences against the grammar; any other is generated (about a
+    second per 15 000 sentences).
     """
     validation.positive_int("n_train_sentences", n_train_sentences)
     validation.positive_int("n_val_sentences", n_val_sentences)
     tokenizer = Tokenizer()
+    asked = {"n_train_sentences": n_train_sentences, "n_val_sentences": n_val_sentences, "seed": seed}
+    if asked == CORPUS_DEFAULTS and CORPUS_CACHE.is_file():
+        with np.load(CORPUS_CACHE) as cached:
+            train_ids, val_ids = (torch.from_numpy(cached[part].astype(np.int64)) for part in ("train", "val"))
+        check = _encode_sentences(tokenizer, generate_sentences(CACHE_CHECK_SENTENCES, seed))
+        if torch.equal(train_ids[: check.numel()], check):
+            return Corpus(tokenizer=tokenizer, train_ids=train_ids, val_ids=val_ids, seed=seed)
+        warnings.warn(f"{CORPUS_CACHE.name} no longer matches the grammar: generating the corpus instead "
+                      "(prenorm_lib.lab.data.write_corpus_cache() remakes it)", stacklevel=2)
     sentences = generate_sentences(n_train_sentences + n_val_sentences, seed)
     return Corpus(
         tokenizer=tokenizer,
@@ -283,6 +306,19 @@ def make_corpus(n_train_sentences: int = 20_000, n_val_sentences: int = 2_000, s
         val_ids=_encode_sentences(tokenizer, sentences[n_train_sentences:]),
         seed=seed,
     )
+
+
+def write_corpus_cache(path: Path = CORPUS_CACHE) -> Path:
+    """Generate the default corpus and save its token ids (one byte each) where make_corpus reads them."""
+    tokenizer = Tokenizer()
+    if len(tokenizer) > 256:
+        raise ValueError(f"the vocabulary has {len(tokenizer)} words: token ids no longer fit in one byte")
+    sentences = generate_sentences(CORPUS_DEFAULTS["n_train_sentences"] + CORPUS_DEFAULTS["n_val_sentences"],
+                                   CORPUS_DEFAULTS["seed"])
+    split = CORPUS_DEFAULTS["n_train_sentences"]
+    np.savez_compressed(path, train=_encode_sentences(tokenizer, sentences[:split]).numpy().astype(np.uint8),
+                        val=_encode_sentences(tokenizer, sentences[split:]).numpy().astype(np.uint8))
+    return path
 
 
 def get_batch(

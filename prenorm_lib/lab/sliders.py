@@ -50,6 +50,19 @@ def value_text(name: str, control: widgets.ValueWidget) -> str:
     return f"{label} = {shown}"
 
 
+def _ends(control: widgets.ValueWidget) -> list:
+    """The values at both ends of a control (a log slider's min and max are exponents)."""
+    options = getattr(control, "options", None)
+    if options:
+        values = [option[1] if isinstance(option, tuple) else option for option in options]
+        return [values[0], values[-1]]
+    if all(hasattr(control, bound) for bound in ("min", "max")):
+        if hasattr(control, "base"):
+            return [control.base ** control.min, control.base ** control.max]
+        return [control.min, control.max]
+    return []
+
+
 def render_png(fig: Figure) -> bytes:
     """The figure as PNG bytes at its own dpi, without re-running the layout or cropping.
 
@@ -110,6 +123,7 @@ class LiveFigure:
         fig.set_layout_engine("none")  # positions fixed from the first frame on
         self.blitter = Blitter(fig)
         self.blitter.settle()
+        self._rehearse()
         for name, control in self.controls.items():
             control.observe(self._on_change, names="value")
             self._announce(name, control)
@@ -135,6 +149,20 @@ class LiveFigure:
     def frame(self) -> bytes:
         """The PNG currently shown."""
         return bytes(self.image.value)
+
+    def _rehearse(self) -> None:
+        """Set each control to its ends and back, without drawing, so the blitter knows every
+        artist a move can change before the first move (one background, not one per surprise)."""
+        start = self.values
+        for name, control in self.controls.items():
+            for end in _ends(control):
+                try:
+                    self.update(**{**start, name: end})
+                except Exception:  # a move there will show the error under the figure
+                    continue
+                self.blitter.learn()
+        self.update(**start)
+        self.blitter.settle()
 
     @staticmethod
     def _announce(name: str, control: widgets.ValueWidget) -> None:

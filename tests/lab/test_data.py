@@ -191,3 +191,31 @@ def test_get_batch_is_seeded():
 def test_get_batch_rejects_bad_input(args, error, message):
     with pytest.raises(error, match=message):
         get_batch(*args)
+
+
+def test_the_shipped_default_corpus_is_what_the_grammar_writes(monkeypatch):
+    """make_corpus() reads the shipped copy; it must equal a fresh generation, id for id."""
+    import prenorm_lib.lab.data as data
+
+    shipped = make_corpus()
+    monkeypatch.setattr(data, "CORPUS_CACHE", data.CORPUS_CACHE.with_name("absent.npz"))
+    fresh = make_corpus()
+    assert torch.equal(shipped.train_ids, fresh.train_ids) and torch.equal(shipped.val_ids, fresh.val_ids), (
+        "the shipped corpus is stale: run prenorm_lib.lab.data.write_corpus_cache()")
+    assert shipped.train_ids.dtype == torch.long and shipped.describe() == fresh.describe()
+
+
+def test_a_stale_shipped_corpus_is_noticed_and_not_used(monkeypatch, tmp_path):
+    import numpy as np
+
+    import prenorm_lib.lab.data as data
+
+    with np.load(data.CORPUS_CACHE) as cached:
+        train, val = cached["train"].copy(), cached["val"].copy()
+    train[5] = (train[5] + 1) % 50  # a grammar that changed: the first sentences differ
+    stale = tmp_path / "grammar_seed0.npz"
+    np.savez_compressed(stale, train=train, val=val)
+    monkeypatch.setattr(data, "CORPUS_CACHE", stale)
+    with pytest.warns(UserWarning, match="no longer matches the grammar"):
+        corpus = make_corpus()
+    assert corpus.train_ids[5] != train[5]
