@@ -31,7 +31,8 @@ def test_metadata_names_the_same_check_as_the_check_cell(path):
     assert course_checks(ROOT, path.name, solution, exercises) == check_calls(solution, exercises, path.name)
 
 
-def test_a_check_cell_without_metadata_is_a_clear_error(tmp_path):
+def _edited_first_check(tmp_path, edit):
+    """A course copy whose Exercise 1.1 check cell had ``edit`` applied to its metadata."""
     root = course_copy(tmp_path)
     path = exercise_dir(root) / "01_rmsnorm.ipynb"
     nb = read_notebook(path)
@@ -39,28 +40,26 @@ def test_a_check_cell_without_metadata_is_a_clear_error(tmp_path):
     exercises = validate_solution(solution, path.name, check_cells=False)
     for cell in nb.cells:
         if cell.id == exercises[0].checker_cell_id:
-            del cell.metadata[METADATA_KEY]
+            edit(cell.metadata)
     write_notebook(nb, path)
+    return root, path.name, solution, exercises
+
+
+def test_a_check_cell_without_metadata_is_a_clear_error(tmp_path):
+    arguments = _edited_first_check(tmp_path, lambda metadata: metadata.pop(METADATA_KEY))
     with pytest.raises(NotebookError, match=r"Exercise 1\.1 has no `prenorm` metadata.*make exercises"):
-        course_checks(root, path.name, solution, exercises)
+        course_checks(*arguments)
 
 
 def test_the_metadata_decides_which_checker_runs(tmp_path):
     """Not the check cell's Python: metadata pointing elsewhere is what the grader follows."""
-    root = course_copy(tmp_path)
-    path = exercise_dir(root) / "01_rmsnorm.ipynb"
-    nb = read_notebook(path)
-    solution = read_notebook(root / "notebooks" / "01_rmsnorm.ipynb")
-    exercises = validate_solution(solution, path.name, check_cells=False)
-    for cell in nb.cells:
-        if cell.id == exercises[0].checker_cell_id:
-            cell.metadata[METADATA_KEY]["check"] = "prenorm_lib.checks.rmsnorm.rms_norm_module"
-    write_notebook(nb, path)
-    calls = course_checks(root, path.name, solution, exercises)
+    arguments = _edited_first_check(
+        tmp_path, lambda metadata: metadata[METADATA_KEY].update(check="prenorm_lib.checks.rmsnorm.rms_norm_module"))
+    calls = course_checks(*arguments)
     assert calls["1.1"].function == "rms_norm_module"
-    for cell in nb.cells:
-        if cell.id == exercises[0].checker_cell_id:
-            cell.metadata[METADATA_KEY]["check"] = "os.system"
-    write_notebook(nb, path)
+
+
+def test_metadata_naming_something_other_than_a_checker_is_refused(tmp_path):
+    arguments = _edited_first_check(tmp_path, lambda metadata: metadata[METADATA_KEY].update(check="os.system"))
     with pytest.raises(NotebookError, match="malformed"):
-        course_checks(root, path.name, solution, exercises)
+        course_checks(*arguments)
