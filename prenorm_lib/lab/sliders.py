@@ -64,9 +64,10 @@ def _ends(control: widgets.ValueWidget) -> list:
 
 
 def render_png(fig: Figure) -> bytes:
-    """The figure as PNG bytes at its own dpi, without re-running the layout or cropping.
+    """The figure as PNG bytes at its own dpi after a full draw, without cropping.
 
-    Light compression: a frame lives for one slider move, so encoding speed beats file size.
+    A LiveFigure's first frame (the picture a notebook stores), and the full redraw that
+    the blitted frames are compared with in tests and timed against in ``make bench``.
     """
     buffer = io.BytesIO()
     fig.canvas.print_png(buffer, metadata={"Software": None}, pil_kwargs={"compress_level": 1})
