@@ -48,6 +48,13 @@ LIBRARY_ANSWERS: dict[str, tuple[str, ...]] = {
     "4.4": ("prenorm_lib.attention:MultiHeadSelfAttention.forward",),
     "5.1": ("prenorm_lib.block:TransformerBlock.pre_norm_forward",),
     "5.2": ("prenorm_lib.block:TransformerBlock.post_norm_forward",),
+    "6.1": ("prenorm_lib.layers:Linear",),
+    "6.2": ("prenorm_lib.layers:Embedding",),
+    "6.3": ("prenorm_lib.ffn:GatedFeedForward",),  # SwiGLU's code is its base class's
+    "6.4": ("prenorm_lib.rope:RotaryPositionalEmbedding",),
+    "6.5": ("prenorm_lib.attention:MultiHeadSelfAttention",),
+    "6.6": ("prenorm_lib.block:TransformerBlock.pre_norm_forward",),
+    "6.7": ("prenorm_lib.model:TransformerLM",),
 }
 
 
