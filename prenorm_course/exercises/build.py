@@ -37,6 +37,7 @@ import nbformat
 from prenorm_course.exercises.leaks import ANSWER_TAG, answers_in_view, fold
 from prenorm_course.exercises.markers import (
     METADATA_KEY,
+    USES_EXERCISES_TAG,
     VALUE_PLACEHOLDER_RE,
     CheckCall,
     Exercise,
@@ -51,7 +52,6 @@ from prenorm_course.exercises.markers import (
 from prenorm_course.exercises.paths import exercise_dir, solution_notebooks
 from prenorm_lib.checks.core import NotDone, todo
 
-USES_EXERCISES_TAG = "uses-exercises"  # a cell that runs the learner's own classes
 IGNORE_OUTPUT_TAG = "nbval-ignore-output"
 
 
