@@ -66,6 +66,7 @@ REIMPLEMENTS: dict[str, list[str]] = {
 
 D_MODEL, NUM_HEADS, D_FF, MAX_SEQ_LEN, THETA, VOCAB, NUM_LAYERS = 24, 3, 40, 16, 10000.0, 30, 2
 TRUNCATED_STD = 0.98658  # the standard deviation of N(0, 1) truncated at ±3
+TRUNCATED_AT_2_STD = 0.87962  # ... and at ±2 (trunc_normal_'s default cut-offs, for std = 1)
 ATOL = 1e-5
 
 
@@ -176,6 +177,9 @@ def _init_statistics(ex: str, weight: Any, std: float, formula: str, others: dic
     expect(ex, bool(torch.isfinite(w).all()) and measured > 0, "the fresh weight is not filled with random numbers "
            "(torch.empty leaves whatever was in memory): initialise it with nn.init.trunc_normal_")
     expected = std * TRUNCATED_STD
+    if largest <= 2 * std * (1 + 1e-4) and abs(measured / (std * TRUNCATED_AT_2_STD) - 1) < 0.05:
+        raise Hint(ex, f"the fresh weight is cut at |w| = {largest:.4g} ≈ 2σ, not 3σ: trunc_normal_'s a and b are "
+                       "absolute cut-offs, and their defaults are −2 and 2")
     if abs(measured / expected - 1) > 0.05:
         named = next((f" — that is {name}" for name, value in others.items()
                       if abs(measured / (value * TRUNCATED_STD) - 1) < 0.05
@@ -183,7 +187,8 @@ def _init_statistics(ex: str, weight: Any, std: float, formula: str, others: dic
         raise Hint(ex, f"the fresh weight's standard deviation is {measured:.4g}, expected ≈ {expected:.4g}: "
                        f"{formula}, truncated at ±3σ{named}")
     expect(ex, largest <= 3 * std * (1 + 1e-4), f"the fresh weight reaches |w| = {largest:.4g} > 3σ = "
-           f"{3 * std:.4g}: truncate at ±3σ (nn.init.trunc_normal_(w, std=σ, a=-3σ, b=3σ))")
+           f"{3 * std:.4g}: it is not truncated at ±3σ (trunc_normal_'s a and b are absolute cut-offs, "
+           "not multiples of std)")
     mean_error = abs(float(w.mean())) / (measured / math.sqrt(w.numel()))
     expect(ex, mean_error < 6, f"the fresh weight's mean is {float(w.mean()):.3g}, expected 0")
 

@@ -33,6 +33,8 @@ class MyLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(*shape, device=device, dtype=dtype))
         if m.get("untruncated"):
             nn.init.normal_(self.weight, std=std)
+        elif m.get("default_cutoffs"):
+            nn.init.trunc_normal_(self.weight, std=std)
         else:
             nn.init.trunc_normal_(self.weight, std=std, a=-3 * std, b=3 * std)
         if m.get("bias"):
@@ -50,7 +52,10 @@ class MyEmbedding(nn.Module):
         super().__init__()
         std = math.sqrt(2 / (num_embeddings + embedding_dim)) if self.mistakes.get("linear_std") else 1.0
         self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
-        nn.init.trunc_normal_(self.weight, std=std, a=-3 * std, b=3 * std)
+        if self.mistakes.get("default_cutoffs"):
+            nn.init.trunc_normal_(self.weight)
+        else:
+            nn.init.trunc_normal_(self.weight, std=std, a=-3 * std, b=3 * std)
 
     def forward(self, token_ids):
         return self.weight[token_ids]
@@ -197,11 +202,13 @@ def test_the_handouts_modules_pass(checker, cls, via, capsys):
 @pytest.mark.parametrize(("checker", "cls", "words"), [
     (check.linear, wrong(MyLinear, std="unit"), "that is N(0, 1)"),
     (check.linear, wrong(MyLinear, std="fan_in"), "σ² = 1/in_features"),
-    (check.linear, wrong(MyLinear, untruncated=True), "truncate at ±3σ"),
+    (check.linear, wrong(MyLinear, untruncated=True), "not truncated at ±3σ"),
+    (check.linear, wrong(MyLinear, default_cutoffs=True), "not truncated at ±3σ"),
     (check.linear, wrong(MyLinear, transposed=True), "transposed"),
     (check.linear, wrong(MyLinear, bias=True), "unexpected bias"),
     (check.linear, Linear, "the library's own `prenorm_lib.layers.Linear`"),
     (check.embedding, wrong(MyEmbedding, linear_std=True), "Linear's σ²"),
+    (check.embedding, wrong(MyEmbedding, default_cutoffs=True), "defaults are −2 and 2"),
     (check.embedding, Embedding, "the library's own"),
     (check.swiglu, wrong(MySwiGLU, gate_on_w3=True), "gates w3's output"),
     (check.swiglu, wrong(MySwiGLU, no_silu=True), "SiLU is missing"),
