@@ -84,6 +84,8 @@ class RotaryPositionalEmbedding(nn.Module):
                 f"token_positions must end in seq_len={seq_len} (the second-to-last dim of x), "
                 f"got shape {tuple(positions.shape)}"
             )
+        if not validation.values_checked(positions):
+            return
         low, high = int(positions.min()), int(positions.max())
         if low < 0:
             raise ValueError(f"token_positions must be >= 0, got {low}")
