@@ -302,6 +302,40 @@ def indistinguishable_lines(fig, visions=("deuteranopia", "protanopia", "greysca
     return problems
 
 
+
+def _legend_cue(handle) -> tuple:
+    """What a legend entry shows besides its colour: a line's dash and marker, a patch's hatch."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    if isinstance(handle, Line2D):
+        style = handle.get_linestyle()
+        _offset, dashes = getattr(handle, "_unscaled_dash_pattern", (0, None))
+        pattern = "solid" if style in ("-", "solid") else "none" if style in ("None", "", " ") else tuple(dashes or ())
+        marker = handle.get_marker()
+        return "line", pattern, None if marker in (None, "None", "", " ") else str(marker)
+    if isinstance(handle, Patch):
+        return "patch", handle.get_hatch() or None
+    return (type(handle).__name__,)
+
+
+def legend_entries_alike(fig) -> list[str]:
+    """Pairs of entries of one legend that only colour tells apart; empty when none.
+
+    Stricter than :func:`indistinguishable_lines`, which allows two colours far apart in
+    lightness: printed in greyscale or projected washed out, lightness is not enough, so
+    every entry of a legend differs from every other in dash pattern, marker or hatch.
+    """
+    problems = []
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
+    for legend in legends:
+        entries = list(zip(legend.legend_handles, (t.get_text() for t in legend.get_texts()), strict=True))
+        for i, (a, label_a) in enumerate(entries):
+            for b, label_b in entries[i + 1:]:
+                if _legend_cue(a) == _legend_cue(b):
+                    problems.append(f"{label_a!r} and {label_b!r} share dash, marker and hatch {_legend_cue(a)}")
+    return problems
+
 # --- alt text -------------------------------------------------------------------------------
 
 # Mathtext a screen reader should hear as words or symbols: "$\theta_k$" reads "θ_k".
