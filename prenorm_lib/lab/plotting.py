@@ -9,6 +9,8 @@ in greyscale too; :func:`indistinguishable_lines` checks a figure for it.
 
 from __future__ import annotations
 
+import io
+import re
 from base64 import b64encode
 from pathlib import Path
 
@@ -132,14 +134,18 @@ def save_figure(fig, name: str, directory: Path | str | None = None) -> Path:
     """Write ``fig`` as ``figures/<name>.png`` (PNG: an SVG embeds a date and flaps).
 
     The PNG carries the figure's description (:func:`describe_figure`) in its standard
-    ``Description`` text field, so a page that shows the file can use it as alt text.
+    ``Description`` text field, so a page that shows the file can use it as alt text. A file
+    whose bytes would not change is not rewritten (``make figures`` leaves a clean tree clean).
     """
     if not name or "/" in name or name.endswith(".png"):
         raise ValueError(f"name must be a bare file stem like 'rmsnorm_scale', got {name!r}")
     out_dir = Path(directory) if directory is not None else FIGURES_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.png"
-    fig.savefig(path, format="png", metadata={"Software": None, "Description": describe_figure(fig)})
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None, "Description": describe_figure(fig)})
+    if not path.is_file() or path.read_bytes() != buffer.getvalue():  # unchanged: the file is left alone
+        path.write_bytes(buffer.getvalue())
     return path
 
 
@@ -345,7 +351,7 @@ _MATHTEXT_SYMBOLS = {
     r"\times": "×", r"\approx": "≈", r"\leq": "≤", r"\geq": "≥", r"\ell": "ℓ", r"\|": "‖",
     r"\infty": "∞", r"\to": "→", r"\rightarrow": "→", r"\pm": "±", r"\ldots": "…", r"\dots": "…",
     r"\partial": "∂", r"\nabla": "∇", r"\Delta": "Δ", r"\delta": "δ", r"\pi": "π", r"\omega": "ω",
-    r"\phi": "φ", r"\sum": "Σ", r"\prime": "′",
+    r"\phi": "φ", r"\sum": "Σ", r"\prime": "′", r"\top": "ᵀ",
 }
 
 
@@ -353,8 +359,9 @@ def plain_text(label: str) -> str:
     """A figure text without mathtext markup: ``"$m\\theta_k$"`` → ``"mθ_k"``."""
     if "$" not in label:
         return " ".join(label.split())
-    for command, symbol in sorted(_MATHTEXT_SYMBOLS.items(), key=lambda item: -len(item[0])):
-        label = label.replace(command, symbol)
+    for command, symbol in _MATHTEXT_SYMBOLS.items():  # a whole command only: \\top is not \\to + "p"
+        whole = r"(?![A-Za-z])" if command[-1].isalpha() else ""
+        label = re.sub(re.escape(command) + whole, symbol, label)
     for command in (r"\mathrm", r"\mathbf", r"\mathit", r"\text", r"\left", r"\right"):
         label = label.replace(command, "")
     label = label.replace("$", "").replace("{", "").replace("}", "").replace("\\,", " ").replace("\\", "")
