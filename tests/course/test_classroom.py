@@ -156,7 +156,7 @@ def test_voila_finds_the_classroom_template():
     command = classroom.voila_command("03_rope.ipynb", "--port=1")
     assert command[1] == "03_rope.ipynb" and command[-1] == "--port=1"
     assert f"--template={classroom.TEMPLATE}" in command
-    assert "--VoilaConfiguration.progressive_rendering=True" in command
+    assert "--preheat_kernel=True" in command and not any("progressive_rendering" in a for a in command)
 
 
 def test_unknown_number_names_the_choices():
