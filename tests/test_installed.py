@@ -133,3 +133,21 @@ def test_the_first_cell_shows_what_to_install_where_the_library_is_missing(tmp_p
 def test_every_notebook_starts_with_the_install_check(path):
     cells = [cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
     assert cells[0].source == FIRST_CELL
+
+
+def kernelspec_mismatches(paths: list[Path], installed: dict) -> list[str]:
+    """Notebooks whose stored kernelspec differs from the installed kernel's (JupyterLab then rewrites it)."""
+    wanted = {"display_name": installed["display_name"], "language": installed["language"]}
+    return [path.name for path in paths
+            if {k: nbformat.read(path, as_version=4).metadata.get("kernelspec", {}).get(k) for k in wanted} != wanted]
+
+
+def test_every_notebook_names_the_kernel_jupyterlab_starts():
+    """Otherwise JupyterLab rewrites the kernelspec when the kernel starts, and every notebook
+    opens as "modified" (closing it asks to save changes nobody made)."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    installed = {"display_name": spec.display_name, "language": spec.language}
+    assert kernelspec_mismatches(notebooks(), installed) == []
+    assert kernelspec_mismatches(notebooks()[:1], {**installed, "display_name": "Python 3"}), "the check cannot fail"
