@@ -15,7 +15,10 @@ from playwright.sync_api import Page
 # In JupyterLab 4 and Voilà 0.5 a traceback renders as a stderr output, like a warning;
 # `…/vnd.jupyter.error` matches nothing there. Either one in a course notebook is a bug.
 STDERR_OUTPUT = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
-STDOUT_OUTPUT = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']"
+# Printed text as the page renders it (JupyterLab's output area), and as the server renders it
+# for a cell a preheated kernel has already run (nbconvert's lab template: plain text).
+STDOUT_OUTPUT = (".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout'], "
+                 ".jp-OutputArea-output.jp-RenderedText[data-mime-type='text/plain']")
 # Pictures in output areas: inline plots, an interact's plot, a LiveFigure's ipywidgets Image.
 FIGURE = ".jp-OutputArea-output img"
 
@@ -264,7 +267,7 @@ def sliders_without_words(page: Page) -> list[str]:
 def overflowing_text(page: Page) -> list[str]:
     """Printed blocks whose lines do not fit their box (each would wrap or be cut)."""
     return page.evaluate(
-        "(selector) => [...document.querySelectorAll(selector + ' pre')]"
+        "(selector) => [...document.querySelectorAll(selector)].flatMap((out) => [...out.querySelectorAll('pre')])"
         ".filter((pre) => pre.offsetParent && pre.scrollWidth > pre.clientWidth + 1)"
         ".map((pre) => `${pre.textContent.slice(0, 60)}… (${pre.scrollWidth} px in ${pre.clientWidth})`)",
         STDOUT_OUTPUT,
