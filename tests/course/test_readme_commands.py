@@ -356,7 +356,7 @@ def test_make_bench_prints_every_comparison(checkout: Path):
     result = make(checkout, "bench", "REPEATS=2")
     assert result.returncode == 0, said(result)
     assert "2 interleaved repeats" in result.stdout, said(result)
-    for row in ("TransformerBlock fwd+bwd", "RoPE", "rms_norm", "RMSNorm / LayerNorm"):
+    for row in ("TransformerBlock fwd+bwd", "RoPE", "rms_norm", "RMSNorm / LayerNorm", "compiled HF Llama"):
         assert row in result.stdout, said(result)
 
 
