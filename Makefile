@@ -11,7 +11,7 @@ SOLUTION_NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 EXERCISE_NOTEBOOKS := $(sort $(wildcard notebooks/exercises/[0-9][0-9]_*.ipynb))
 
 .PHONY: setup lab test lint unit nbval exercises-verify browser figures notebooks \
-        exercises check grade bench notebook-times site demo experiments experiment clean \
+        exercises check not-every-exercise-passed-yet grade bench notebook-times site demo experiments experiment clean \
         wheel wheel-check nbval-cpus drift-cpus attacks-as-user
 
 setup: $(STAMP)
@@ -54,8 +54,11 @@ notebooks: $(STAMP)
 exercises: $(STAMP)
 	$(PY) -m prenorm_course.exercises build
 
-## Check a learner's exercise notebook: make check NB=01
-check: $(STAMP)
+## Check a learner's exercise notebook: make check NB=01. While an exercise is not passed the exit
+## status is non-zero, and make's last line names this verdict: "[…: not-every-exercise-passed-yet] Error 1".
+check: $(STAMP) not-every-exercise-passed-yet
+
+not-every-exercise-passed-yet: $(STAMP)
 	$(PY) -m prenorm_course.exercises check $(wildcard notebooks/exercises/$(NB)_*.ipynb)
 
 ## Grade a folder of learner notebooks: make grade DIR=submissions/
@@ -69,10 +72,19 @@ attacks-as-user:
 
 ## Experiment records (prenorm_lib/lab/experiments/results/*.json, shipped in the wheel):
 ## make experiments (all), make experiment NAME=ffn_ablation (one). PRENORM_DEVICE=cuda|mps trains on a GPU.
+## A current record (same configuration, same code) is left as it is; FORCE=1 remakes it anyway.
 experiments: $(STAMP)
 	$(PY) -m prenorm_lib.lab.experiments run
 
 experiment: $(STAMP)
+	@$(PY) -c 'import sys; from prenorm_lib.lab import experiments as e; names = e.available(); \
+	  given = sys.argv[1:]; ok = len(given) == 1 and given[0] in names; \
+	  ok or sys.exit("make experiment: NAME must be one of the records " + ", ".join(names) \
+	                 + (" (make experiments makes them all), got NAME=" + " ".join(given) if given else ", got none")); \
+	  current = not sys.argv[2:] and e.staleness(given[0]) is None; \
+	  current and print(f"{given[0]}: its record is current (same configuration and code), left as it is; FORCE=1 remakes it"); \
+	  sys.exit(3 if current else 0)' $(NAME) $(if $(FORCE),force); \
+	status=$$?; if [ $$status = 3 ]; then exit 0; elif [ $$status != 0 ]; then exit $$status; fi; \
 	$(PY) -m prenorm_lib.lab.experiments run $(NAME)
 
 figures: $(STAMP)

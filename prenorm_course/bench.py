@@ -10,6 +10,9 @@ comparison first checks that both sides compute the same thing.
 - RoPE (elementwise, cached cos/sin) vs the explicit d×d rotation matrices, d_k = 128.
   Target: at least 2× faster.
 - rms_norm vs ``torch.nn.functional.rms_norm``.
+- The block under ``torch.compile`` vs Hugging Face's ``LlamaDecoderLayer`` under
+  ``torch.compile``, same weights, forward+backward (the block compiles with no graph
+  break: ``tests/model/test_compile.py``), and the compiled block against its eager self.
 - RMSNorm vs LayerNorm, forward+backward, both built from the same elementary ops
   (``functional.rms_norm``, ``functional.layer_norm``): Zhang & Sennrich's comparison of
   the formulas. Beside it torch's own kernels, ``F.rms_norm`` and ``F.layer_norm``, which
@@ -83,6 +86,73 @@ def bench_block(batch: int, seq_len: int, d_model: int, num_heads: int, repeats:
     return interleaved_median({"library": step(block), "torch": step(reference)}, repeats)
 
 
+class HuggingFaceLlamaLayer(torch.nn.Module):
+    """Hugging Face's ``LlamaDecoderLayer`` holding a copy of a library block's weights.
+
+    The same function as the block, written by someone else: Llama rotates the two halves
+    of each head (``rotate_half``) where the library rotates adjacent pairs, so each
+    head's query and key rows are reordered, evens then odds, as Hugging Face's own
+    conversion of Meta's checkpoints does. Needs ``transformers`` (in requirements.txt).
+    """
+
+    def __init__(self, block: TransformerBlock):
+        super().__init__()
+        from transformers import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+        attn, ffn = block.attn, block.ffn
+        config = LlamaConfig(hidden_size=attn.d_model, intermediate_size=ffn.d_ff, num_attention_heads=attn.num_heads,
+                             num_key_value_heads=attn.num_heads, rms_norm_eps=block.ln1.eps,
+                             max_position_embeddings=attn.rope.max_seq_len, rope_theta=attn.rope.theta,
+                             attention_bias=False, mlp_bias=False, attn_implementation="sdpa")
+        self.layer = LlamaDecoderLayer(config, layer_idx=0)
+        self.rotary = LlamaRotaryEmbedding(config)
+        halves = torch.cat([torch.arange(0, attn.d_head, 2), torch.arange(1, attn.d_head, 2)])
+        rows = (torch.arange(attn.num_heads)[:, None] * attn.d_head + halves).flatten()
+        hf = self.layer
+        with torch.no_grad():
+            for mine, theirs in ((attn.q_proj, hf.self_attn.q_proj), (attn.k_proj, hf.self_attn.k_proj)):
+                theirs.weight.copy_(mine.weight[rows])
+            pairs = ((attn.v_proj, hf.self_attn.v_proj), (attn.output_proj, hf.self_attn.o_proj),
+                     (ffn.w1, hf.mlp.gate_proj), (ffn.w3, hf.mlp.up_proj), (ffn.w2, hf.mlp.down_proj),
+                     (block.ln1, hf.input_layernorm), (block.ln2, hf.post_attention_layernorm))
+            for mine, theirs in pairs:
+                theirs.weight.copy_(mine.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(x.shape[-2], device=x.device).expand(x.shape[0], -1)
+        return self.layer(x, position_ids=positions, position_embeddings=self.rotary(x, positions))
+
+
+def bench_compiled_block(batch: int, seq_len: int, d_model: int, num_heads: int, repeats: int) -> dict[str, float]:
+    """Forward+backward of the library's block and of Hugging Face's Llama layer, both ``torch.compile``d.
+
+    Both compute the same function (checked eagerly first); the compilation (tens of
+    seconds each on a laptop CPU) happens in the warm-up, outside the timed repeats.
+    """
+    torch.manual_seed(0)
+    block = TransformerBlock(d_model, num_heads, swiglu_hidden_dim(d_model), seq_len)
+    llama = HuggingFaceLlamaLayer(block)
+    x = torch.randn(batch, seq_len, d_model, requires_grad=True)
+    torch.testing.assert_close(block(x), llama(x), atol=1e-4, rtol=1e-4)
+    torch._dynamo.reset()
+    compiled = {"library": torch.compile(block), "Hugging Face": torch.compile(llama)}
+
+    def step(module, owner):
+        def run():
+            module(x).sum().backward()
+            owner.zero_grad(set_to_none=True)
+            x.grad = None
+
+        return run
+
+    steps = {"library": step(compiled["library"], block), "Hugging Face": step(compiled["Hugging Face"], llama)}
+    for run in steps.values():  # compile forward and backward before anything is timed
+        run()
+    return {**interleaved_median(steps, repeats), "eager library": interleaved_median({"": step(block, block)},
+                                                                                     max(3, repeats // 3))[""]}
+
+
 
 
 def bench_rms_norm(rows: int, d_model: int, repeats: int) -> dict[str, float]:
@@ -153,6 +223,11 @@ def main(argv: list[str] | None = None) -> None:
     rows.append(("RoPE (B=16, T=512, d_k=128)", rope["library"], rope["matrix"], "d×d matrices", "≤ 0.5"))
     norm = bench_rms_norm(rows=4096, d_model=1024, repeats=args.repeats)
     rows.append(("rms_norm (4096 × 1024)", norm["library"], norm["torch"], "F.rms_norm", "—"))
+    compiled = bench_compiled_block(batch=4, seq_len=256, d_model=512, num_heads=8, repeats=args.repeats)
+    rows.append(("compiled block fwd+bwd (B=4, T=256, d=512)", compiled["library"], compiled["Hugging Face"],
+                 "compiled HF Llama", "≤ 1.05"))
+    rows.append(("  the same block, eager vs compiled", compiled["eager library"], compiled["library"],
+                 "compiled block", "—"))
 
     print(f"{'what':46} {'library':>10} {'reference':>10} {'ratio':>7}  reference        target")
     for name, ours, ref, ref_name, target in rows:

@@ -32,8 +32,8 @@ so code that enters an ``ipywidgets.Output`` (a LiveFigure moved with ``.set()``
 The page is served by Voilà with the ``classroom`` template
 (``classroom_assets/voila/templates/classroom``): large centred figures, readable text at
 1366×768, the notebook's title as the page title, nothing loaded from outside the server,
-and progressive rendering, so headings paint at once and each figure appears as soon as its
-cell has run.
+and a preheated kernel: Voilà runs the notebook before the page is asked for, so a teacher
+who starts ``make demo`` a minute before class opens a page whose figures are live at once.
 """
 
 from __future__ import annotations
@@ -79,9 +79,12 @@ TABLE_LINE = re.compile(r"^\s*\|")
 VOILA_OPTIONS = (
     f"--template={TEMPLATE}",
     "--theme=light",
-    # The page (title and headings) is sent at once; cells run from the page, and each
-    # output appears when its cell is done, instead of a spinner for the whole Run All.
-    "--VoilaConfiguration.progressive_rendering=True",
+    # Live at once: Voilà runs the notebook in a kernel before anyone asks for the page
+    # (a pool of one kernel, refilled after each page takes it), so a page opened after
+    # that gets every cell already run. A page opened sooner gets the cells run so far,
+    # then the rest as they finish. (Voilà's progressive rendering cannot be combined.)
+    "--preheat_kernel=True",
+    "--VoilaConfiguration.default_pool_size=1",
     # The teacher runs the server on their own machine: a cell that fails says why.
     "--VoilaConfiguration.show_tracebacks=True",
     # A page left before it finished loading cannot shut its kernel down (the template

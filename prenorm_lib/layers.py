@@ -53,7 +53,8 @@ class Embedding(nn.Module):
         validation.tensor("token_ids", token_ids)
         if token_ids.is_floating_point() or token_ids.dtype == torch.bool:
             raise TypeError(f"token_ids must be an integer tensor, got dtype {token_ids.dtype}")
-        if token_ids.numel() and (token_ids.min() < 0 or token_ids.max() >= self.num_embeddings):
+        checked = token_ids.numel() and validation.values_checked(token_ids)  # free here; a sync or break elsewhere
+        if checked and (token_ids.min() < 0 or token_ids.max() >= self.num_embeddings):
             raise ValueError(
                 f"token_ids must lie in [0, {self.num_embeddings}), "
                 f"got values from {int(token_ids.min())} to {int(token_ids.max())}"

@@ -68,7 +68,9 @@ class RotaryPositionalEmbedding(nn.Module):
             self._check_positions(token_positions, seq_len)
             cos = self.cos[token_positions]  # (..., seq_len, d_k/2)
             sin = self.sin[token_positions]  # (..., seq_len, d_k/2)
-        if self.pairing == "half" or x.device.type == "mps":  # MPS lacks complex ops: the real form, same numbers
+        # The real form, same numbers, where complex numbers cost: MPS lacks complex ops, and
+        # torch.compile's Inductor generates no code for them (it would fall back to eager).
+        if self.pairing == "half" or x.device.type == "mps" or torch.compiler.is_compiling():
             return functional.apply_rope(x, cos, sin, self.pairing)  # (..., seq_len, d_k)
         # Interleaved pairs are complex numbers, and the rotation one complex product: on a CPU
         # it runs forward and backward in a third of the time of the real form's four passes,
@@ -84,6 +86,8 @@ class RotaryPositionalEmbedding(nn.Module):
                 f"token_positions must end in seq_len={seq_len} (the second-to-last dim of x), "
                 f"got shape {tuple(positions.shape)}"
             )
+        if not validation.values_checked(positions):
+            return
         low, high = int(positions.min()), int(positions.max())
         if low < 0:
             raise ValueError(f"token_positions must be >= 0, got {low}")

@@ -60,3 +60,15 @@ def floating(name: str, x: torch.Tensor) -> None:
     tensor(name, x)
     if not x.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+
+
+def values_checked(x: torch.Tensor) -> bool:
+    """Whether to run a check that reads ``x``'s values (a range check on ids or positions).
+
+    Shape and dtype checks cost nothing and always run. A value check does not: on a GPU
+    it copies a number back to the host and waits for the device, every step, and under
+    ``torch.compile`` it breaks the graph (``tests/model/test_compile.py``). So it runs
+    where it is free and where learners meet it, in eager mode on the CPU; compiled or on
+    an accelerator, an id out of range fails in the lookup itself (an index error).
+    """
+    return x.device.type == "cpu" and not torch.compiler.is_compiling()

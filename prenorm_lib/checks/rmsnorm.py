@@ -111,7 +111,7 @@ MISTAKES: dict[str, tuple[Callable, str]] = {
     ),
     "no upcast": (
         lambda x, w, eps: functional.rms_norm(x, w, eps, upcast=False),
-        "fp16 input with |x| ≈ 300 gives zeros or inf — compute in float32: x.float() before squaring "
+        "the result is zeros or inf — compute in float32: x.float() before squaring "
         "(300² = 90000 overflows fp16, whose largest value is 65504), then cast the result back",
     ),
 }

@@ -9,6 +9,8 @@ in greyscale too; :func:`indistinguishable_lines` checks a figure for it.
 
 from __future__ import annotations
 
+import io
+import re
 from base64 import b64encode
 from pathlib import Path
 
@@ -132,14 +134,18 @@ def save_figure(fig, name: str, directory: Path | str | None = None) -> Path:
     """Write ``fig`` as ``figures/<name>.png`` (PNG: an SVG embeds a date and flaps).
 
     The PNG carries the figure's description (:func:`describe_figure`) in its standard
-    ``Description`` text field, so a page that shows the file can use it as alt text.
+    ``Description`` text field, so a page that shows the file can use it as alt text. A file
+    whose bytes would not change is not rewritten (``make figures`` leaves a clean tree clean).
     """
     if not name or "/" in name or name.endswith(".png"):
         raise ValueError(f"name must be a bare file stem like 'rmsnorm_scale', got {name!r}")
     out_dir = Path(directory) if directory is not None else FIGURES_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.png"
-    fig.savefig(path, format="png", metadata={"Software": None, "Description": describe_figure(fig)})
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None, "Description": describe_figure(fig)})
+    if not path.is_file() or path.read_bytes() != buffer.getvalue():  # unchanged: the file is left alone
+        path.write_bytes(buffer.getvalue())
     return path
 
 
@@ -302,6 +308,40 @@ def indistinguishable_lines(fig, visions=("deuteranopia", "protanopia", "greysca
     return problems
 
 
+
+def _legend_cue(handle) -> tuple:
+    """What a legend entry shows besides its colour: a line's dash and marker, a patch's hatch."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    if isinstance(handle, Line2D):
+        style = handle.get_linestyle()
+        _offset, dashes = getattr(handle, "_unscaled_dash_pattern", (0, None))
+        pattern = "solid" if style in ("-", "solid") else "none" if style in ("None", "", " ") else tuple(dashes or ())
+        marker = handle.get_marker()
+        return "line", pattern, None if marker in (None, "None", "", " ") else str(marker)
+    if isinstance(handle, Patch):
+        return "patch", handle.get_hatch() or None
+    return (type(handle).__name__,)
+
+
+def legend_entries_alike(fig) -> list[str]:
+    """Pairs of entries of one legend that only colour tells apart; empty when none.
+
+    Stricter than :func:`indistinguishable_lines`, which allows two colours far apart in
+    lightness: printed in greyscale or projected washed out, lightness is not enough, so
+    every entry of a legend differs from every other in dash pattern, marker or hatch.
+    """
+    problems = []
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
+    for legend in legends:
+        entries = list(zip(legend.legend_handles, (t.get_text() for t in legend.get_texts()), strict=True))
+        for i, (a, label_a) in enumerate(entries):
+            for b, label_b in entries[i + 1:]:
+                if _legend_cue(a) == _legend_cue(b):
+                    problems.append(f"{label_a!r} and {label_b!r} share dash, marker and hatch {_legend_cue(a)}")
+    return problems
+
 # --- alt text -------------------------------------------------------------------------------
 
 # Mathtext a screen reader should hear as words or symbols: "$\theta_k$" reads "θ_k".
@@ -311,7 +351,7 @@ _MATHTEXT_SYMBOLS = {
     r"\times": "×", r"\approx": "≈", r"\leq": "≤", r"\geq": "≥", r"\ell": "ℓ", r"\|": "‖",
     r"\infty": "∞", r"\to": "→", r"\rightarrow": "→", r"\pm": "±", r"\ldots": "…", r"\dots": "…",
     r"\partial": "∂", r"\nabla": "∇", r"\Delta": "Δ", r"\delta": "δ", r"\pi": "π", r"\omega": "ω",
-    r"\phi": "φ", r"\sum": "Σ", r"\prime": "′",
+    r"\phi": "φ", r"\sum": "Σ", r"\prime": "′", r"\top": "ᵀ",
 }
 
 
@@ -319,8 +359,9 @@ def plain_text(label: str) -> str:
     """A figure text without mathtext markup: ``"$m\\theta_k$"`` → ``"mθ_k"``."""
     if "$" not in label:
         return " ".join(label.split())
-    for command, symbol in sorted(_MATHTEXT_SYMBOLS.items(), key=lambda item: -len(item[0])):
-        label = label.replace(command, symbol)
+    for command, symbol in _MATHTEXT_SYMBOLS.items():  # a whole command only: \\top is not \\to + "p"
+        whole = r"(?![A-Za-z])" if command[-1].isalpha() else ""
+        label = re.sub(re.escape(command) + whole, symbol, label)
     for command in (r"\mathrm", r"\mathbf", r"\mathit", r"\text", r"\left", r"\right"):
         label = label.replace(command, "")
     label = label.replace("$", "").replace("{", "").replace("}", "").replace("\\,", " ").replace("\\", "")

@@ -34,3 +34,37 @@ def test_every_course_slider_is_timed_against_a_full_redraw():
     assert "rmsnorm_shift" in times and len(times) == 8
     assert all(set(t) == {"move", "full draw"} for t in times.values())
     assert all(t["move"] > 1e-3 for t in times.values()), "a move that redraws nothing was timed"  # each move moves
+
+
+def test_the_block_computes_what_hugging_face_llama_layer_computes():
+    """A reference no one here wrote: HF's LlamaDecoderLayer with the block's weights, forward and backward."""
+    import torch
+
+    from prenorm_lib.block import TransformerBlock
+
+    torch.manual_seed(0)
+    block = TransformerBlock(32, 4, 64, max_seq_len=16)
+    llama = bench.HuggingFaceLlamaLayer(block)
+    x = torch.randn(2, 16, 32, requires_grad=True)
+    ours = block(x)
+    (grad_ours,) = torch.autograd.grad(ours.square().sum(), x)
+    theirs = llama(x)
+    (grad_theirs,) = torch.autograd.grad(theirs.square().sum(), x)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(grad_ours, grad_theirs, atol=1e-4, rtol=1e-4)
+
+
+def test_without_the_reordered_rows_hugging_face_rotates_other_pairs():
+    """The comparison can fail: Llama's halves are not the library's adjacent pairs."""
+    import torch
+
+    from prenorm_lib.block import TransformerBlock
+
+    torch.manual_seed(0)
+    block = TransformerBlock(32, 4, 64, max_seq_len=16)
+    llama = bench.HuggingFaceLlamaLayer(block)
+    with torch.no_grad():
+        llama.layer.self_attn.q_proj.weight.copy_(block.attn.q_proj.weight)
+        llama.layer.self_attn.k_proj.weight.copy_(block.attn.k_proj.weight)
+    x = torch.randn(2, 16, 32)
+    assert not torch.allclose(block(x), llama(x), atol=1e-3)

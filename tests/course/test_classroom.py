@@ -156,11 +156,11 @@ def test_voila_finds_the_classroom_template():
     command = classroom.voila_command("03_rope.ipynb", "--port=1")
     assert command[1] == "03_rope.ipynb" and command[-1] == "--port=1"
     assert f"--template={classroom.TEMPLATE}" in command
-    assert "--VoilaConfiguration.progressive_rendering=True" in command
+    assert "--preheat_kernel=True" in command and not any("progressive_rendering" in a for a in command)
 
 
 def test_unknown_number_names_the_choices():
-    with pytest.raises(ValueError, match=r"NB='99' matches no notebook .* expected one of 01, 02, 03, 04, 05"):
+    with pytest.raises(ValueError, match=r"NB='99' matches no notebook .* expected one of 01, 02, 03, 04, 05, 06"):
         classroom.find_notebook("99")
 
 

@@ -101,6 +101,67 @@ def test_a_new_readme_command_without_a_test_fails(monkeypatch):
         test_every_readme_command_is_exercised()
 
 
+
+# ---------------------------------------------------------------- what the README says, as typed
+
+NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+                "ten": 10, "eleven": 11, "twelve": 12}
+NOTEBOOK_COUNT = re.compile(r"\b(?:in|all) (\w+) (?:Jupyter )?notebooks\b", re.IGNORECASE)
+PYTHON_MODULE = re.compile(r"(?<![\w(])([\w./]*python[\d.]*) -m ([\w.]+)(?: ([a-z][a-z-]*))?")  # not "(python …)"
+
+
+def course_notebooks() -> int:
+    return len(list((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+
+
+def notebook_count_mismatches(text: str, actual: int) -> list[str]:
+    """Phrases like "in four Jupyter notebooks" or "all five notebooks" whose number is not ``actual``."""
+    return [match.group(0) for match in NOTEBOOK_COUNT.finditer(text)
+            if NUMBER_WORDS.get(match.group(1).lower(), actual) != actual]
+
+
+def test_the_readme_counts_the_notebooks_there_are():
+    text = README.read_text()
+    assert NOTEBOOK_COUNT.search(text), "the README no longer says how many notebooks there are"
+    assert notebook_count_mismatches(text, course_notebooks()) == [], f"notebooks/ holds {course_notebooks()}"
+
+
+def test_a_stale_notebook_count_is_found():
+    text = "An open course in four Jupyter notebooks. nbval runs all five notebooks."
+    assert notebook_count_mismatches(text, 5) == ["in four Jupyter notebooks"]
+    assert notebook_count_mismatches(text, 6) == ["in four Jupyter notebooks", "all five notebooks"]
+
+
+def readme_python_commands(text: str) -> list[tuple[str, str, str | None]]:
+    """(interpreter, module, subcommand) of every `python -m …` the README shows in code."""
+    code = FENCE.findall(text) + INLINE_CODE.findall(FENCE.sub("", text))
+    return [match.groups() for snippet in code for match in PYTHON_MODULE.finditer(snippet)]
+
+
+def test_every_python_command_of_the_readme_runs_as_typed_from_a_checkout():
+    """A bare `python` is not the course's (it lacks torch); the venv's is. Each module and
+    subcommand must exist: `--help` of each exits 0, as it does not for a name argparse refuses."""
+    commands = readme_python_commands(README.read_text())
+    assert ("python3.11", "venv", None) in commands and len(commands) > 3, commands
+    for interpreter, module, subcommand in commands:
+        if module == "venv":
+            continue
+        assert interpreter == ".venv/bin/python", f"`{interpreter} -m {module}`: type .venv/bin/python"
+        result = subprocess.run([str(REPO_ROOT / interpreter), "-m", module, *filter(None, [subcommand]), "--help"],
+                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, f"`{interpreter} -m {module} {subcommand or ''}`: {result.stderr[-500:]}"
+
+
+def test_a_bare_python_in_the_readme_is_found():
+    assert readme_python_commands("`python -m prenorm_lib.lab.experiments list`") == [
+        ("python", "prenorm_lib.lab.experiments", "list")]
+
+
+def test_the_jupyter_lab_line_says_what_root_needs():
+    lines = [line for block in FENCE.findall(README.read_text()) for line in block.splitlines()
+             if "jupyter lab" in line]
+    assert lines and all("--allow-root" in line for line in lines), lines
+
 _read = Path.read_text
 
 
@@ -273,6 +334,8 @@ def test_make_check_reports_each_exercise(checkout: Path):
     assert "Exercise 1.1" in result.stdout and "not done" in result.stdout, said(result)
     assert "Traceback" not in result.stdout + result.stderr, said(result)
     assert result.returncode != 0, "an unfinished notebook passed `make check`"
+    last = result.stderr.strip().splitlines()[-1]
+    assert "not-every-exercise-passed-yet" in last, f"make's last line does not read as the verdict: {last!r}"
 
 
 @pytest.mark.slow
@@ -293,7 +356,7 @@ def test_make_bench_prints_every_comparison(checkout: Path):
     result = make(checkout, "bench", "REPEATS=2")
     assert result.returncode == 0, said(result)
     assert "2 interleaved repeats" in result.stdout, said(result)
-    for row in ("TransformerBlock fwd+bwd", "RoPE", "rms_norm", "RMSNorm / LayerNorm"):
+    for row in ("TransformerBlock fwd+bwd", "RoPE", "rms_norm", "RMSNorm / LayerNorm", "compiled HF Llama"):
         assert row in result.stdout, said(result)
 
 
@@ -328,12 +391,30 @@ def test_make_experiment_writes_a_current_record(checkout: Path):
     record = results / f"{name}.json"
     before = record.stat().st_mtime
     result = make(checkout, "experiment", f"NAME={name}", timeout_s=900)
+    assert result.returncode == 0 and "left as it is" in result.stdout, said(result)
+    assert record.stat().st_mtime == before, f"make experiment NAME={name} rewrote a current {record.name}"
+    result = make(checkout, "experiment", f"NAME={name}", "FORCE=1", timeout_s=900)
     assert result.returncode == 0, said(result)
-    assert record.stat().st_mtime > before, f"make experiment NAME={name} did not rewrite {record.name}"
+    assert record.stat().st_mtime > before, f"make experiment NAME={name} FORCE=1 did not rewrite {record.name}"
     state = subprocess.run([str(checkout / ".venv" / "bin" / "python"), "-c",
                             f"from prenorm_lib.lab.experiments import staleness; print(staleness({name!r}))"],
                            cwd=checkout, capture_output=True, text=True, check=True)
     assert state.stdout.strip() == "None", state.stdout + state.stderr
+
+
+def test_make_experiment_with_the_readme_placeholder_names_the_records(checkout: Path):
+    result = make(checkout, "experiment", "NAME=…")
+    assert result.returncode != 0 and "Traceback" not in result.stdout + result.stderr, said(result)
+    assert "NAME must be one of the records" in result.stderr and "ffn_ablation" in result.stderr, said(result)
+
+
+@pytest.mark.slow
+def test_make_figures_leaves_an_unchanged_tree_alone(checkout: Path):
+    make(checkout, "figures")
+    before = {png.name: png.stat().st_mtime_ns for png in (checkout / "figures").glob("*.png")}
+    result = make(checkout, "figures")
+    assert result.returncode == 0, said(result)
+    assert {png.name: png.stat().st_mtime_ns for png in (checkout / "figures").glob("*.png")} == before
 
 
 @pytest.mark.slow

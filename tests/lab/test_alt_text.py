@@ -32,6 +32,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     (r"$\|x_l\|^2$ by layer", "‖x_l‖^2 by layer"),
     (r"gain $\sqrt{d_k}$", "gain √d_k"),
     ("plain  words\nsplit", "plain words split"),
+    (r"$\|J_F^\top g\|^2$", "‖J_F^ᵀ g‖^2"),  # \top is not \to followed by "p" (05's alt text read "J_F^→p")
+    (r"$x \to \infty$", "x → ∞"),
 ])
 def test_mathtext_reads_as_symbols(label, expected):
     assert plain_text(label) == expected

@@ -108,7 +108,8 @@ def sharpness_slider(d_k: int = 64, d_ks: Sequence[int] = D_KS, n_keys: int = 12
     bars = {}
     for offset, (variant, style) in zip((-width / 2, width / 2), SCALE_STYLES.items(), strict=True):
         bars[variant] = ax.bar(keys + offset, np.zeros(n_keys), width, color=style["color"], label=style["label"],
-                               edgecolor=COLORS["reference"] if variant == "unscaled" else "none", linewidth=0.8)
+                               edgecolor=COLORS["reference"] if variant == "unscaled" else "none", linewidth=0.8,
+                               hatch="//" if variant == "unscaled" else None)
     ax.set_ylim(0, 1.05)
     ax.set_axisbelow(True)  # grid under the bars: a move then redraws bars, not tick labels
     ax.set_xticks(keys)

@@ -97,7 +97,7 @@ def draw_activations(x_min: float = -4.0, x_max: float = 4.0) -> plt.Figure:
         # Only what the axes show carries markers: points above or below the view become gaps.
         y, dy = (torch.where((v >= VIEW[0]) & (v <= VIEW[1]), v, torch.nan) for v in (y, dy))
         every = (len(x) // 8, len(x) // 8)
-        ax.plot(x, y, color=COLORS[name], marker=MARKERS[name], markevery=every, markersize=6,
+        ax.plot(x, y, color=COLORS[name], linestyle="-", marker=MARKERS[name], markevery=every, markersize=6,
                 label=LABELS[name] + (" = x·σ(x)" if name == "silu" else ""))
         ax.plot(x, dy, color=COLORS[name], linestyle="--", linewidth=1.3, marker=MARKERS[name],
                 markevery=every, markersize=4, markerfacecolor="white", label=f"{LABELS[name]}′")
@@ -134,7 +134,7 @@ def swish_beta_figure(beta: float = 1.0) -> LiveFigure:
     ax.plot(xs, xs / 2, color=COLORS["reference"], linestyle=":", linewidth=1.4, label="x/2  (β → 0)")
     ax.plot(xs, np.maximum(xs, 0), color=COLORS["relu"], linestyle="--", linewidth=1.4, label="ReLU  (β → ∞)")
     (curve,) = ax.plot(xs, xs, color=COLORS["silu"], linewidth=2.4, label="x·σ(βx)")
-    (slope,) = ax.plot(xs, xs, color=COLORS["silu"], linewidth=1.2, linestyle="--", label="its slope")
+    (slope,) = ax.plot(xs, xs, color=COLORS["silu"], linewidth=1.2, linestyle="-.", label="its slope")
     ax.axhline(0, color="black", linewidth=0.6)
     ax.set(xlabel="x", ylabel="swish(x)  and  slope", ylim=(-1.2, 4.2), xlim=(-4, 4),
            xticks=range(-4, 5, 2), yticks=range(-1, 5))  # few tick labels: each costs a text layout per frame

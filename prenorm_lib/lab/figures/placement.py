@@ -47,11 +47,11 @@ PLACEMENT_LABELS = {
 # colour and line style of every block variant the notebook compares
 VARIANT_STYLES = {
     "pre": (COLORS["pre"], "-"),
-    "post": (COLORS["post"], "-"),
-    "none": (COLORS["none"], "-"),
-    "post, scaled init": (COLORS["post"], "--"),
-    "none, scaled init": (COLORS["none"], "--"),
-    "deepnorm": (COLORS["gelu"], "-"),
+    "post": (COLORS["post"], "--"),
+    "none": (COLORS["none"], ":"),
+    "post, scaled init": (COLORS["post"], "-."),
+    "none, scaled init": (COLORS["none"], (0, (3, 1, 1, 1))),
+    "deepnorm": (COLORS["gelu"], (0, (8, 2))),
     "pre-norm": (COLORS["pre"], "-"),
     "pre-norm + per-head QK-norm (Qwen3)": (COLORS["pre"], "--"),
     "sandwich": (COLORS["silu"], "-."),
@@ -171,9 +171,9 @@ def depth_slider(profiles: Mapping, initial: int | None = None) -> LiveFigure:
     stream_lines, grad_lines = {}, {}
     for placement in placements:
         color, style = variant_style(placement)
-        (stream_lines[placement],) = ax_stream.plot([], [], "o" + style, color=color, markersize=4,
+        (stream_lines[placement],) = ax_stream.plot([], [], marker="o", linestyle=style, color=color, markersize=4,
                                                     label=_label(placement))
-        (grad_lines[placement],) = ax_grad.plot([], [], "o" + style, color=color, markersize=4)
+        (grad_lines[placement],) = ax_grad.plot([], [], marker="o", linestyle=style, color=color, markersize=4)
     top_stream = max(float(s[-1]) for runs in profiles["stream"].values() for s in runs) / d_model
     top_grad = max(float(g.max()) for runs in profiles["grads"].values() for g in runs)
     ax_stream.set(xlim=(-0.3, max_depth + 0.3), ylim=(0, 1.08 * max(top_stream, high[-1] / d_model)),
@@ -320,10 +320,11 @@ def plot_loss_curves(histories: Mapping[str, History], reference: float | None =
         color, style = (styles or {}).get(name, (f"C{i}", "-"))
         train_loss = getattr(history, "train_loss", None)
         if train_loss:
-            ax.plot(np.arange(1, len(train_loss) + 1), train_loss, style, color=color, lw=1.2, label=name)
+            ax.plot(np.arange(1, len(train_loss) + 1), train_loss, linestyle=style, color=color, lw=1.2, label=name)
             ax.plot(history.val_steps, history.val_loss, "o", color=color, markersize=5, markeredgecolor="white")
         else:
-            ax.plot(history.val_steps, history.val_loss, "o" + style, color=color, markersize=5, label=name)
+            ax.plot(history.val_steps, history.val_loss, marker="o", linestyle=style, color=color, markersize=5,
+                    label=name)
     if reference is not None:
         ax.axhline(reference, color=COLORS["reference"], ls=":", lw=1.2, label="unigram loss")
     ax.set_xlabel("step")

@@ -73,8 +73,8 @@ def activation_rms_by_depth(
 DEPTH_SETUPS = {
     # label: (weight_scale, residual, norm, colour, line style)
     "plain, weights ×1.3": (1.3, False, "none", COLORS["post"], "-"),
-    "plain, weights ×0.7": (0.7, False, "none", COLORS["silu"], "-"),
-    "residual x + Wx": (1.0, True, "none", COLORS["swiglu"], "-"),
+    "plain, weights ×0.7": (0.7, False, "none", COLORS["silu"], "-."),
+    "residual x + Wx": (1.0, True, "none", COLORS["swiglu"], (0, (8, 3))),
     "pre-norm residual x + W·RMSNorm(x)": (1.0, True, "branch", COLORS["pre"], "--"),
     "plain, weights ×1.3, RMSNorm after each layer": (1.3, False, "after", COLORS["reference"], ":"),
 }
@@ -85,7 +85,7 @@ def draw_rms_by_depth(depth: int = 32) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(8.0, 4.6))
     for label, (scale, residual, norm, color, style) in DEPTH_SETUPS.items():
         rms = activation_rms_by_depth(depth, weight_scale=scale, residual=residual, norm=norm)
-        ax.plot(range(depth + 1), rms, style, color=color, label=label)
+        ax.plot(range(depth + 1), rms, linestyle=style, color=color, label=label)
     ax.set_yscale("log")
     ax.set_xlabel("layer")
     ax.set_ylabel("RMS of the activations")
@@ -152,8 +152,10 @@ def shift_slider(d_model: int = 16, shift: float = 1.5) -> LiveFigure:
     input_bars = ax.bar(channels, a.numpy(), width=0.86, color=COLORS["input"], alpha=0.45, label="input a + s")
     (mean_line,) = ax.plot([-1, d_model], [0, 0], "--", color=COLORS["reference"], linewidth=1.2,
                            label="mean of a + s")
-    layer_bars = ax.bar(channels - 0.19, layer, width=0.36, color=COLORS["layernorm"], label="LayerNorm (no bias)")
-    rms_bars = ax.bar(channels + 0.19, layer, width=0.36, color=COLORS["rmsnorm"], label="RMSNorm")
+    layer_bars = ax.bar(channels - 0.19, layer, width=0.36, color=COLORS["layernorm"], hatch="//",
+                        label="LayerNorm (no bias)")
+    rms_bars = ax.bar(channels + 0.19, layer, width=0.36, color=COLORS["rmsnorm"], hatch="..",
+                      label="RMSNorm")
     ax.axhline(0.0, color=COLORS["reference"], linewidth=0.6)
     ax.set_xlim(-0.7, d_model - 0.3)
     ax.set_ylim(-SHIFT_LIMIT - 2.7, SHIFT_LIMIT + 2.7)
@@ -306,7 +308,7 @@ def rmsnorm_scale_and_overflow() -> plt.Figure:
 
     fig, (ax_s, ax_o) = plt.subplots(1, 2, figsize=(10.4, 3.6), width_ratios=(1, 1.15))
     ax_s.loglog(SCALES, in_rms, "o-", color=COLORS["input"], label="input c·x")
-    ax_s.loglog(SCALES, out_rms, "o-", color=COLORS["rmsnorm"], label="RMSNorm(c·x)")
+    ax_s.loglog(SCALES, out_rms, "s--", color=COLORS["rmsnorm"], label="RMSNorm(c·x)")
     ax_s.set_xlabel("scale c")
     ax_s.set_ylabel("RMS")
     ax_s.set_title("Scale invariance (ε bites at tiny c)", fontsize=11)

@@ -455,6 +455,9 @@ BEYOND_LABELS = {
     "sinusoidal/none": "absolute sinusoidal",
     "none/none": "no positions",
 }
+BEYOND_MARKERS = {  # with the dash (rescaled or not), a second cue for each line in greyscale
+    "rope/none": "o", "rope/interpolation": "s", "rope/ntk": "^", "sinusoidal/none": "D", "none/none": "v",
+}
 
 
 def _beyond_color(name: str) -> str:
@@ -478,7 +481,7 @@ def draw_loss_by_position(panels: Mapping[str, Mapping[str, np.ndarray]], traine
             binned = runs.mean(axis=0).reshape(-1, bin_width).mean(axis=1)  # (length / bin_width,)
             centres = np.arange(len(binned)) * bin_width + (bin_width - 1) / 2
             rescaled = name in ("rope/interpolation", "rope/ntk")
-            ax.plot(centres, binned, marker="o", markersize=4, color=_beyond_color(name),
+            ax.plot(centres, binned, marker=BEYOND_MARKERS[name], markersize=4, color=_beyond_color(name),
                     linestyle="--" if rescaled else "-", label=BEYOND_LABELS[name])
         ax.axvspan(trained_length - 0.5, length - 0.5, color=COLORS["input"], alpha=0.15, linewidth=0)
         if i == 0:

@@ -15,7 +15,10 @@ from playwright.sync_api import Page
 # In JupyterLab 4 and Voilà 0.5 a traceback renders as a stderr output, like a warning;
 # `…/vnd.jupyter.error` matches nothing there. Either one in a course notebook is a bug.
 STDERR_OUTPUT = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
-STDOUT_OUTPUT = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']"
+# Printed text as the page renders it (JupyterLab's output area), and as the server renders it
+# for a cell a preheated kernel has already run (nbconvert's lab template: plain text).
+STDOUT_OUTPUT = (".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout'], "
+                 ".jp-OutputArea-output.jp-RenderedText[data-mime-type='text/plain']")
 # Pictures in output areas: inline plots, an interact's plot, a LiveFigure's ipywidgets Image.
 FIGURE = ".jp-OutputArea-output img"
 
@@ -134,7 +137,7 @@ window.__prenormPaint = (() => {
   return marks;
 })();
 """
-# Voilà's progressive rendering puts a placeholder in every cell until its result arrives.
+# Voilà's progressive rendering (cells run from the page) puts a placeholder in every cell until its result arrives.
 PENDING_CELL = ".voila-skeleton-container"
 
 
@@ -149,7 +152,10 @@ def wait_until_all_cells_ran(page: Page, stall_ms: float, timeout_ms: float) -> 
 
     Fails when no cell finished for `stall_ms` (a stuck page), or after `timeout_ms`.
     """
-    pending_js = ("(pending) => window.__prenormPaint.placeholders ? [...document.querySelectorAll(pending)]"
+    # With placeholders (cells run from the page) a pending cell shows one; with a preheated
+    # kernel the server sends the cells as they are done, and the page is complete after the last.
+    pending_js = ("(pending) => (window.__prenormPaint.placeholders || document.readyState === 'complete')"
+                  " ? [...document.querySelectorAll(pending)]"
                   ".map((e) => e.closest('[cell-index]')?.getAttribute('cell-index')) : null")
     started = last_change = time.monotonic()
     last = None
@@ -261,8 +267,35 @@ def sliders_without_words(page: Page) -> list[str]:
 def overflowing_text(page: Page) -> list[str]:
     """Printed blocks whose lines do not fit their box (each would wrap or be cut)."""
     return page.evaluate(
-        "(selector) => [...document.querySelectorAll(selector + ' pre')]"
+        "(selector) => [...document.querySelectorAll(selector)].flatMap((out) => [...out.querySelectorAll('pre')])"
         ".filter((pre) => pre.offsetParent && pre.scrollWidth > pre.clientWidth + 1)"
         ".map((pre) => `${pre.textContent.slice(0, 60)}… (${pre.scrollWidth} px in ${pre.clientWidth})`)",
         STDOUT_OUTPUT,
+    )
+
+
+MIN_TABLE_PX = 20  # a table read from the back of a room: the size of the verdict lines beside it
+
+
+def small_or_wide_tables(page: Page, min_px: float = MIN_TABLE_PX) -> list[str]:
+    """Tables (verdict tables, paired statistics) drawn under `min_px` or wider than the window."""
+    return page.evaluate(
+        """(minPx) => [...document.querySelectorAll('.jp-Cell table')].filter((t) => t.offsetParent).flatMap((t) => {
+          const cell = t.querySelector('td, th') || t;
+          const size = parseFloat(getComputedStyle(cell).fontSize);
+          const right = t.getBoundingClientRect().right, width = document.documentElement.clientWidth;
+          const name = (t.textContent || '').trim().replace(/\\s+/g, ' ').slice(0, 50);
+          return [...(size < minPx ? [`${name}…: ${size} px text`] : []),
+                  ...(right > width + 1 ? [`${name}…: ends at ${Math.round(right)} px in a ${width} px window`] : [])];
+        })""",
+        min_px,
+    )
+
+
+def cut_labels(page: Page) -> list[str]:
+    """Slider labels whose text does not fit their box (shown cut, "positi…")."""
+    return page.evaluate(
+        "() => [...document.querySelectorAll('.widget-slider .widget-label, .widget-inline-hbox .widget-label')]"
+        ".filter((label) => label.offsetParent && label.scrollWidth > label.clientWidth + 1)"
+        ".map((label) => `'${label.textContent.trim()}': ${label.scrollWidth} px of text in ${label.clientWidth} px`)"
     )

@@ -157,6 +157,45 @@ def wait_until_answering(server: ServerProcess, path: str, timeout_s: float) -> 
     )
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of `pid` so far (Linux /proc), 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def wait_until_preheated(server: ServerProcess, timeout_s: float, quiet_s: float = 3.0) -> float:
+    """Wait until Voilà's pool kernel has run the notebook: the server has started a kernel,
+    whose CPU time has grown past importing torch and then stood still for `quiet_s` (cells run
+    back to back, so a pause that long means the last one is done). Voilà's API does not say
+    (it refuses to list kernels), so the kernel's own CPU clock does. Returns the seconds until
+    then: how long before class a teacher must start `make demo`."""
+    started = time.monotonic()
+    last, still_since = None, None
+    while time.monotonic() - started < timeout_s:
+        kernels = [pid for pid in descendant_pids(server.process.pid) if "ipykernel" in _command_line(pid)]
+        busy = sum(_cpu_seconds(pid) for pid in kernels)
+        now = time.monotonic()
+        if kernels and busy > 1.0 and busy == last:
+            still_since = still_since or now
+            if now - still_since >= quiet_s:
+                return still_since - started
+        else:
+            still_since = None
+        last = busy
+        time.sleep(0.5)
+    raise TimeoutError(f"no preheated kernel finished within {timeout_s} s:\n{server.log_tail()}")
+
+
 def child_pids(pid: int) -> list[int]:
     """Ids of the direct children of `pid` (Linux /proc; empty elsewhere)."""
     children = []

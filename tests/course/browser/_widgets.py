@@ -196,18 +196,24 @@ def scope_of(slider: Locator) -> ElementHandle:
 
 
 def latency_summary(moves: list[SliderMove]) -> dict[str, dict[str, float]]:
-    """Per slider: the median and the largest key-press latency, and the drag latency (ms)."""
+    """Per slider: the median, 95th percentile and largest key-press latency, and the drag latency (ms)."""
     summary: dict[str, dict[str, float]] = {}
     for name in dict.fromkeys(move.slider for move in moves):
         keys = [m.latency_ms for m in moves if m.slider == name and m.how.startswith("key")]
         drags = [m.latency_ms for m in moves if m.slider == name and m.how == "drag"]
         summary[name] = {"key_median_ms": round(statistics.median(keys), 1) if keys else float("nan"),
+                         "key_p95_ms": round(p95(keys), 1) if keys else float("nan"),
                          "key_max_ms": round(max(keys), 1) if keys else float("nan"),
                          "drag_ms": round(max(drags), 1) if drags else float("nan")}
     return summary
 
 
+def p95(values: list[float]) -> float:
+    """The 95th percentile (linear between the sorted values, as numpy's default); one value is its own."""
+    return statistics.quantiles(values, n=20, method="inclusive")[18] if len(values) > 1 else values[0]
+
+
 def over_budget(moves: list[SliderMove], budget_ms: float) -> list[str]:
-    """Sliders whose median key-press latency exceeds `budget_ms`."""
-    return [f"{name}: median key press → new picture {values['key_median_ms']:.0f} ms > {budget_ms:.0f} ms"
-            for name, values in latency_summary(moves).items() if values["key_median_ms"] > budget_ms]
+    """Sliders whose key-press latency at the 95th percentile exceeds `budget_ms` (the course's goal: 100 ms)."""
+    return [f"{name}: key press → new picture {values['key_p95_ms']:.0f} ms at p95 > {budget_ms:.0f} ms"
+            for name, values in latency_summary(moves).items() if values["key_p95_ms"] > budget_ms]

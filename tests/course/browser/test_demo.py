@@ -35,13 +35,18 @@ from prenorm_course import classroom, stored_widgets
 from . import _checks as checks
 from ._chromium import block_external_requests, screenshot_whole_page
 from ._fixtures import FIXTURE_NAME, RAISED_IN_CELL, RAISED_IN_UPDATE
-from ._servers import make_demo, static_site
+from ._servers import make_demo, static_site, wait_until_preheated
 from ._widgets import KNOB, SLIDER, latency_summary, move_every_slider, over_budget
 
 CLASSROOM_WINDOW = {"width": 1366, "height": 768}
 LARGE_WINDOW = {"width": 1920, "height": 1080}
 LAYOUT_SHIFT_LIMIT = 0.1  # "good" cumulative layout shift (web.dev's threshold)
 FIRST_PAINT_LIMIT_MS = 10_000
+# Live at once (issue 30): with the kernel preheated, the first live figure follows the page
+# request within 2 s and every cell is done within 15 s; the preheat itself must end in time.
+FIRST_FIGURE_LIMIT_MS = 2_000
+ALL_CELLS_LIMIT_MS = 15_000
+PREHEAT_TIMEOUT_S = 300
 ALL_CELLS_TIMEOUT_MS = 600_000
 STALL_MS = 150_000  # longer than any one cell takes on the loaded 2-core machine
 SETTLE_MS = 1_000  # widget views are drawn after their cell's result arrives
@@ -106,6 +111,33 @@ def shut_down(server, kernel: str) -> None:
     urllib.request.urlopen(request, timeout=30).close()
 
 
+def late(timings: dict, expects_figure: bool) -> list[str]:
+    """The limits of "live at once" a page missed: its first live figure, and its last cell.
+
+    Checked when PRENORM_CLASSROOM_LIMITS is set, as the slider budget is: on the loaded 2-core
+    machine a first figure took 1.99–2.42 s (limit 2 s), so CI, whose timings are noise, only
+    reports them (test-artifacts/browser/report.md)."""
+    found = []
+    if expects_figure and (timings["first_figure_ms"] or float("inf")) > FIRST_FIGURE_LIMIT_MS:
+        found.append(f"first live figure {timings['first_figure_ms']} ms after the request "
+                     f"(limit {FIRST_FIGURE_LIMIT_MS})")
+    if timings["all_cells_ms"] > ALL_CELLS_LIMIT_MS:
+        found.append(f"all cells done {timings['all_cells_ms']} ms from the request (limit {ALL_CELLS_LIMIT_MS})")
+    return found
+
+
+def test_the_live_at_once_limits_fire_on_a_late_page():
+    on_time = {"first_figure_ms": 1500, "all_cells_ms": 3000}
+    assert late(on_time, expects_figure=True) == []
+    assert len(late({"first_figure_ms": 2500, "all_cells_ms": 16000}, expects_figure=True)) == 2
+    assert late({"first_figure_ms": None, "all_cells_ms": 3000}, expects_figure=True), "no figure at all went unseen"
+    assert late({"first_figure_ms": None, "all_cells_ms": 3000}, expects_figure=False) == []
+
+
+def figures_expected(notebook: nbformat.NotebookNode) -> bool:
+    return any(classroom.shows_picture_or_widget(cell) for cell in notebook.cells if cell.cell_type == "code")
+
+
 def stored_sliders(notebook: nbformat.NotebookNode) -> int:
     """How many sliders the notebook stored with its outputs (its widget state)."""
     return sum(model.get("model_name", "").endswith("SliderModel")
@@ -115,12 +147,16 @@ def stored_sliders(notebook: nbformat.NotebookNode) -> int:
 def test_classroom_view(page, course_notebook: Path, scratch: Path, artifacts: Path, timing_report) -> None:
     number = course_notebook.name[:2]
     with make_demo(number, scratch / f"demo-{number}") as server:
-        check_classroom_view(page, server, course_notebook, artifacts, timing_report)
+        # The teacher starts `make demo` before class: Voilà runs the notebook in its pool kernel.
+        preheated_s = wait_until_preheated(server, timeout_s=PREHEAT_TIMEOUT_S)
+        check_classroom_view(page, server, course_notebook, artifacts, timing_report, preheated_s)
 
 
-def check_classroom_view(page, server, course_notebook: Path, artifacts: Path, timing_report) -> None:
+def check_classroom_view(page, server, course_notebook: Path, artifacts: Path, timing_report,
+                         preheated_s: float) -> None:
     leaving = block_external_requests(page)
     timings = open_classroom(page, server, course_notebook.name, artifacts, path="/")
+    timings["preheat_s"] = round(preheated_s, 1)
     kernel = timings.pop("kernel")
     stem = course_notebook.stem
     source = nbformat.read(course_notebook, as_version=4)
@@ -141,6 +177,9 @@ def check_classroom_view(page, server, course_notebook: Path, artifacts: Path, t
         "duplicate figures": checks.duplicate_figures(page),
         "slow first paint": ([f"{timings['first_paint_ms']} ms"]
                              if timings["first_paint_ms"] > FIRST_PAINT_LIMIT_MS else []),
+        "live too late": late(timings, figures_expected(source)) if os.environ.get("PRENORM_CLASSROOM_LIMITS") else [],
+        "tables too small or too wide (1366x768)": checks.small_or_wide_tables(page),
+        "slider labels cut (1366x768)": checks.cut_labels(page),
     }
     problems["layout shift"] = [f"{timings['layout_shift']} (limit {LAYOUT_SHIFT_LIMIT})"] if (
         timings["layout_shift"] is None or timings["layout_shift"] > LAYOUT_SHIFT_LIMIT) else []
@@ -157,6 +196,8 @@ def check_classroom_view(page, server, course_notebook: Path, artifacts: Path, t
     page.screenshot(path=artifacts / f"demo_{stem}_1920x1080.png")
     problems["slider and figure off the screen (1920x1080)"] = checks.sliders_taller_than_the_screen(page)
     problems["printed lines that do not fit (1920x1080)"] = checks.overflowing_text(page)
+    problems["tables too small or too wide (1920x1080)"] = checks.small_or_wide_tables(page)
+    problems["slider labels cut (1920x1080)"] = checks.cut_labels(page)
     problems["errors after moving sliders"] = checks.error_outputs(page)
     budget = os.environ.get("PRENORM_SLIDER_BUDGET_MS")
     problems["slow sliders"] = over_budget(moves, float(budget)) if budget else []
@@ -175,7 +216,8 @@ def check_classroom_view(page, server, course_notebook: Path, artifacts: Path, t
 LATE_PAGE = """<!DOCTYPE html><html><head><title>late</title></head><body data-voila="voila">
 <div id="rendered_cells"></div>
 <script>setTimeout(() => { document.getElementById('rendered_cells').innerHTML =
-  '<div class="jp-Cell"><div class="jp-RenderedMarkdown"><h1>Painted late</h1></div></div>'; }, 1500);</script>
+  '<div class="jp-Cell"><div class="jp-RenderedMarkdown"><h1>Painted late</h1></div></div>'
+  + '<div cell-index="1"><div class="voila-skeleton-container"></div></div>'; }, 1500);</script>
 </body></html>"""
 
 
@@ -203,6 +245,19 @@ def test_each_check_fires_on_a_bad_page(page, voila_server, scratch: Path, artif
     page.locator(checks.STDERR_OUTPUT, has_text=RAISED_IN_UPDATE).wait_for(timeout=60_000)
     assert fail.evaluate("(s) => !!window.__prenorm.scopeOf(s).querySelector"
                          f"(\"{checks.STDERR_OUTPUT}\")"), "the LiveFigure's traceback is not under its figure"
+
+    # A verdict table at JupyterLab's 13 px, one wider than the window, and a cut slider label.
+    assert checks.small_or_wide_tables(page) == [] and checks.cut_labels(page) == []
+    page.evaluate("""() => { const cell = [...document.querySelectorAll('.jp-Cell .jp-RenderedMarkdown')]
+        .find((e) => e.offsetParent);
+      cell.insertAdjacentHTML('beforeend', '<table style="font-size:13px"><tr><td>13 px</td></tr></table>'
+        + '<table style="width:4000px;max-width:none"><tr><td>wide</td></tr></table>');
+      const label = document.querySelector('.widget-slider .widget-label');
+      label.style.setProperty('width', '20px', 'important'); label.style.setProperty('min-width', '0', 'important');
+      label.style.overflow = 'hidden'; label.textContent = 'position m'; }""")
+    small = checks.small_or_wide_tables(page)
+    assert any("13 px" in found for found in small) and any("wide" in found for found in small), small
+    assert checks.cut_labels(page), "a cut slider label went unseen"
 
     assert leave(page, voila_server, kernel), "leaving the classroom page left its kernel running"
 
