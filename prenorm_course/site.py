@@ -53,9 +53,9 @@ MARKER = ".prenorm-site"  # marks a folder this module built, so a rebuild may e
 
 COURSE_TITLE = "prenorm: the pre-norm Transformer block, piece by piece"
 COURSE_LEDE = (
-    "RMSNorm, SwiGLU against SiLU and ReLU, rotary position embeddings, causal attention, and "
-    "why the norm moved in front of the sublayer: five notebooks, each built on one small tested "
-    "library."
+    "RMSNorm, SwiGLU against SiLU and ReLU, rotary position embeddings, causal attention, "
+    "why the norm moved in front of the sublayer, and the whole model built and trained: six "
+    "notebooks, each built on one small tested library."
 )
 
 # A src/href that leaves the site: a scheme (http:, https:, data: excluded) or "//host".

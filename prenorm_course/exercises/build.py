@@ -10,6 +10,12 @@ run left them (the figures and printed checks a learner reads before running):
   would be an output the learner's code has not earned. ``make nbval`` runs the exercise
   notebooks too, which proves these outputs are what a fresh Run All gives;
 * ``# NBVAL_...`` comment lines become cell tags (learners never see them);
+* a cell tagged ``uses-exercises`` (it runs the learner's classes, e.g. trains their model)
+  stores no output and gets the tag ``nbval-ignore-output``: unfilled, it prints that the
+  exercises are not done; filled, it shows the learner's own results;
+* a cell tagged ``answer`` (it shows the library's code for an exercise, or the runs that
+  answer a prediction) is folded, and a notebook with an answer still in view is refused
+  (:mod:`leaks`);
 * each check cell gets ``metadata.prenorm``: which checker it calls, on which of the
   exercise's names, and what the learner's kernel runs instead of the call
   (nbgrader's pattern). ``check`` and ``grade`` read this from the course's exercise
@@ -28,8 +34,10 @@ from pathlib import Path
 
 import nbformat
 
+from prenorm_course.exercises.leaks import ANSWER_TAG, answers_in_view, fold
 from prenorm_course.exercises.markers import (
     METADATA_KEY,
+    USES_EXERCISES_TAG,
     VALUE_PLACEHOLDER_RE,
     CheckCall,
     Exercise,
@@ -43,6 +51,8 @@ from prenorm_course.exercises.markers import (
 )
 from prenorm_course.exercises.paths import exercise_dir, solution_notebooks
 from prenorm_lib.checks.core import NotDone, todo
+
+IGNORE_OUTPUT_TAG = "nbval-ignore-output"
 
 
 def read_notebook(path: Path) -> nbformat.NotebookNode:
@@ -105,6 +115,18 @@ def exercise_notebook(
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=line)]
             cell.metadata[METADATA_KEY] = calls[exercise.id].metadata(exercise.id)
         markers_to_tags(cell)
+        tags = cell.metadata.get("tags", [])
+        if USES_EXERCISES_TAG in tags:
+            cell.outputs = []
+            cell.execution_count = None
+            if IGNORE_OUTPUT_TAG not in tags:
+                cell.metadata["tags"] = [*tags, IGNORE_OUTPUT_TAG]
+        if ANSWER_TAG in cell.metadata.get("tags", []):
+            fold(cell)
+    in_view = answers_in_view(nb, solution, exercises)
+    if in_view:
+        raise NotebookError(f"{name}: the exercise version would show answers — tag each such cell "
+                            f"'{ANSWER_TAG}' to fold it, or move it: " + "; ".join(in_view))
     return nb, exercises
 
 

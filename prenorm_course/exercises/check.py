@@ -40,6 +40,7 @@ from prenorm_course.exercises.kernel import ERROR as RAN_INTO_ERROR
 from prenorm_course.exercises.kernel import TIMEOUT as RAN_TOO_LONG
 from prenorm_course.exercises.markers import (
     METADATA_KEY,
+    USES_EXERCISES_TAG,
     CheckCall,
     Exercise,
     NotebookError,
@@ -405,7 +406,7 @@ def _other_cell_problems(
             what = "it ran past the time limit"
         elif run.status == DIED:
             what = "the kernel stopped in this cell"
-        elif run.status == OK and "nbval-ignore-output" not in options and \
+        elif run.status == OK and not options & {"nbval-ignore-output", USES_EXERCISES_TAG} and \
                 _comparable(run.outputs, patterns) != _comparable(course[cell.id].outputs, patterns):
             what = "its output changed"
         else:

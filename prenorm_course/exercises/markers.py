@@ -35,6 +35,9 @@ NBVAL_MARKER_RE = re.compile(r"^\s*#\s*NBVAL_(\w+)\s*$")
 VALUE_PLACEHOLDER_RE = re.compile(r"^\s*([A-Za-z_]\w*) = \.\.\.$")
 CHECKS_PACKAGE = "prenorm_lib.checks"
 # nbval's comment markers and the cell tags that mean the same
+# A course cell that runs the learner's own classes (06 trains the learner's model): its output is the
+# learner's, so the exercise notebook stores none and neither nbval nor the grader compares it.
+USES_EXERCISES_TAG = "uses-exercises"
 MARKER_TAGS = {"SKIP": "nbval-skip", "IGNORE_OUTPUT": "nbval-ignore-output", "RAISES_EXCEPTION": "raises-exception",
                "CHECK_OUTPUT": "nbval-check-output"}
 

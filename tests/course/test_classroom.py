@@ -131,7 +131,7 @@ def test_the_course_notebook_is_not_modified():
     assert json.dumps(source, sort_keys=True) == before
 
 
-@pytest.mark.parametrize("number", ["01", "02", "03", "05"])
+@pytest.mark.parametrize("number", ["01", "02", "03", "05", "06"])
 def test_every_course_notebook_keeps_its_title_sliders_and_plots(number):
     original = nbformat.read(classroom.find_notebook(number), as_version=4)
     view = classroom.dashboard(original)

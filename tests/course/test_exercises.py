@@ -12,6 +12,7 @@ another learner's work, graded inside bubblewrap.
 
 from __future__ import annotations
 
+import ast
 import csv
 import io
 import os
@@ -38,6 +39,7 @@ from prenorm_course.exercises.check import NotANotebook, check_path, format_repo
 from prenorm_course.exercises.grade import grade_folder
 from prenorm_course.exercises.kernel import Kernel
 from prenorm_course.exercises.markers import (
+    USES_EXERCISES_TAG,
     NotebookError,
     check_calls,
     course_options,
@@ -308,7 +310,7 @@ def test_every_course_check_cell_is_gradable():
             assert "raise NotImplementedError" in built_cells[exercise.cell_id].source or \
                 " = ..." in built_cells[exercise.cell_id].source
         assert not any("NBVAL_" in c.source for c in built.cells)
-    assert len(seen) == 16
+    assert len(seen) == 23
 
 
 # --- reading learner files -------------------------------------------------------------------
@@ -660,17 +662,32 @@ def test_code_names_skip_comments_and_strings():
     assert "attention" not in code_names('# Exercise 4.4: self-attention\nprint("an attention map")')
 
 
+def _run_when_defined(source: str) -> set[str]:
+    """The names a cell uses when it runs, not those inside the functions and classes it only defines."""
+    return {node.id for statement in ast.parse(source).body
+            if not isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            for node in ast.walk(statement) if isinstance(node, ast.Name)}
+
+
 def test_no_cell_after_a_check_needs_the_learners_object():
-    """If a later cell used `my_rms_norm`, an unfinished exercise would stop Run All there: use the library's."""
+    """If a later cell used `my_rms_norm`, an unfinished exercise would stop Run All there: use the library's.
+
+    Two kinds of cell may build on an earlier exercise: a later exercise cell inside what it
+    defines (06's SwiGLU is made of the learner's Linear; only its check runs it, and reports
+    "not done"), and a cell tagged uses-exercises, which says so itself when they are not done.
+    """
     for path in solution_notebooks(repo_root()):
         nb = read_notebook(path)
         exercises = validate_solution(nb, path.name)
         calls = check_calls(nb, exercises, path.name)
         checkers = {e.checker_cell_id for e in exercises}
+        exercise_cells = {e.cell_id for e in exercises}
         for exercise in exercises:
             names = set(calls[exercise.id].learner_names)
             later = [c for c in nb.cells[[c.id for c in nb.cells].index(exercise.checker_cell_id) + 1:]
-                     if c.cell_type == "code" and c.id not in checkers]
+                     if c.cell_type == "code" and c.id not in checkers
+                     and USES_EXERCISES_TAG not in c.metadata.get("tags", [])]
             for cell in later:
-                used = code_names(cell.source) & names
+                found = _run_when_defined(cell.source) if cell.id in exercise_cells else code_names(cell.source)
+                used = found & names
                 assert not used, f"{path.name}: cell `{cell.source[:40]}` uses {used} from Exercise {exercise.id}"

@@ -185,3 +185,22 @@ def test_index_figures_use_the_description_their_png_carries(tmp_path):
     site.build(folder, tmp_path / "figures", tmp_path / "site")
     index = (tmp_path / "site" / "index.html").read_text()
     assert 'alt="Figure: Loss by layer; loss against layer."' in index
+
+
+def test_deep_dives_are_marked_and_folded_answers_stay_folded(tmp_path):
+    folder = tmp_path / "notebooks"
+    (folder / "exercises").mkdir(parents=True)
+    deep = nbformat.v4.new_markdown_cell("## 7. Timing · *optional deep dive*", metadata={"tags": ["deep-dive"]})
+    answer = nbformat.v4.new_code_cell("print(answer)")
+    answer.outputs = [nbformat.v4.new_output("stream", name="stdout", text="the answer\n")]
+    folded = nbformat.from_dict(answer)
+    folded.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": True}
+    nbformat.write(executed([deep, answer], {}), folder / "01_lesson.ipynb")
+    nbformat.write(nbformat.v4.new_notebook(cells=[deep, folded]), folder / "exercises" / "01_lesson.ipynb")
+    out = tmp_path / "site"
+    site.build(folder, tmp_path / "no-figures", out)
+    lesson = (out / "01_lesson.html").read_text()
+    exercise = (out / "exercises" / "01_lesson.html").read_text()
+    assert "celltag_deep-dive" in lesson and "optional deep dive" in lesson
+    assert '<details class="folded-cell">' in exercise and '<details class="folded-cell">' not in lesson
+    assert exercise.index('<details class="folded-cell">') < exercise.index("the answer")

@@ -1,0 +1,38 @@
+"""Cells that run the learner's own classes (tag ``uses-exercises``, 06's training): the exercise
+notebook stores no output for them, and neither nbval nor the grader compares what they print."""
+
+from __future__ import annotations
+
+import nbformat
+
+from prenorm_course.exercises.build import exercise_notebook
+from prenorm_course.exercises.check import _other_cell_problems
+from prenorm_course.exercises.kernel import CellRun
+from prenorm_course.exercises.markers import USES_EXERCISES_TAG
+
+
+def trains(tags: list[str]) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell("history = train(MyModel())", metadata={"tags": tags})
+    cell.id = "train"
+    cell.execution_count = 3
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="final loss 2.53\n")]
+    return cell
+
+
+def test_the_exercise_version_stores_no_output_and_nbval_ignores_it():
+    solution = nbformat.v4.new_notebook(cells=[trains([USES_EXERCISES_TAG])])
+    nb, _ = exercise_notebook(solution, "01_x.ipynb")
+    cell = nb.cells[0]
+    assert cell.outputs == [] and cell.execution_count is None
+    assert cell.metadata["tags"] == [USES_EXERCISES_TAG, "nbval-ignore-output"]
+    assert solution.cells[0].outputs, "the solution notebook keeps its output"
+
+
+def test_the_grader_does_not_compare_its_output():
+    learner_run = {"train": CellRun(outputs=[nbformat.v4.new_output("stream", name="stdout",
+                                                                    text="Exercise 6.7: not done yet\n")])}
+    for tags, problems in (([USES_EXERCISES_TAG], 0), ([], 1)):
+        course = trains(tags)
+        found = _other_cell_problems(nbformat.v4.new_notebook(cells=[course]), [], learner_run, set(), [],
+                                     {"train": course})
+        assert len(found) == problems
