@@ -67,6 +67,36 @@ def grad_norms_at_init(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> di
     return {name: g.norm().item() for name, g in _gradients(model, x, y).items()}
 
 
+def expected_ffn_grad_norms(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]]
+                            ) -> dict[str, list[float]]:
+    """Per FFN matrix and block, the Frobenius norm of the gradient *averaged over* ``batches``.
+
+    This is the quantity of Xiong et al.'s Fig. 3 (§3.4: they "calculate their expected
+    gradients" over mini-batches, per weight matrix). One batch's gradient is the expected
+    gradient plus that batch's noise, and the noise adds to the norm without cancelling; the
+    mean over batches removes most of it. ``batches`` yields ``(x, y)`` pairs of (B, T)
+    token ids. The result maps ``"w1"``, ``"w2"`` (and ``"w3"`` for a gated FFN) to one
+    norm per block, input side first.
+    """
+    _check_stack(model)
+    sums: dict[str, torch.Tensor] = {}
+    count = 0
+    for x, y in batches:
+        for name, g in _gradients(model, x, y).items():
+            if ".ffn." in name:
+                sums[name] = sums[name] + g if name in sums else g.clone()
+        count += 1
+    if count == 0:
+        raise ValueError("batches must hold at least one (x, y) pair, got none")
+    norms: dict[str, list[float]] = {}
+    for i in range(len(model.layers)):
+        for matrix in ("w1", "w2", "w3"):
+            name = f"layers.{i}.ffn.{matrix}.weight"
+            if name in sums:
+                norms.setdefault(matrix, []).append((sums[name] / count).norm().item())
+    return norms
+
+
 def ffn_grad_norms_by_layer(model: nn.Module, x: torch.Tensor, y: torch.Tensor, weight: str = "all") -> list[float]:
     """Per block, the norm of the gradient of its feed-forward weights (Xiong et al. Fig. 3).
 

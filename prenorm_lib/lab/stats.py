@@ -10,9 +10,11 @@ then the per-seed difference d_i = a_i − b_i, and the standard summary is
   t-test (is the mean difference zero?).
 
 The verdict word comes from the interval alone: entirely below zero → "lower", entirely
-above → "higher", otherwise "not separated" (the data allow either order). Comparisons
-with a paper's table use Welch's t-test on the two groups' means, spreads and run counts.
-The distributions come from ``scipy.stats``.
+above → "higher", otherwise "not separated" (the data allow either order). Whether a
+paper's own table orders two of its rows is Welch's t-test on their means, spreads and run
+counts (:func:`paper_separates`). Our numbers are never tested against a paper's: the
+units differ (nats per byte against log-perplexity of other tokens), so only directions
+are compared. The distributions come from ``scipy.stats``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-__all__ = ["PaperComparison", "PairedComparison", "paired", "against_paper", "paper_separates"]
+__all__ = ["PairedComparison", "paired", "paper_separates"]
 
 
 def _number(x: float) -> str:
@@ -87,33 +89,6 @@ def paired(a: Sequence[float], b: Sequence[float], *, a_name: str = "a", b_name:
     t_p = float(stats.ttest_1samp(d, 0.0).pvalue) if sd > 0 else (1.0 if mean == 0 else 0.0)
     return PairedComparison(a_name, b_name, what, tuple(float(x) for x in d), mean, mean - half, mean + half,
                             n_lower, n_higher, sign_p, t_p)
-
-
-@dataclass(frozen=True)
-class PaperComparison:
-    """Welch's t-test between our runs and a paper's reported mean ± std over its runs."""
-
-    ours: float
-    paper: float
-    t: float
-    p: float
-
-    @property
-    def verdict(self) -> str:
-        return "differs" if self.p < 0.05 else "consistent"
-
-    def __str__(self) -> str:
-        return f"ours {self.ours:.3f} vs paper {self.paper:.3f}: Welch p = {self.p:.2g} → {self.verdict}"
-
-
-def against_paper(ours: Sequence[float], paper_mean: float, paper_std: float, paper_runs: int) -> PaperComparison:
-    """Welch's test of our values (one per seed) against a paper's mean, std and number of runs."""
-    values = np.asarray(ours, dtype=float)
-    if len(values) < 2 or paper_runs < 2:
-        raise ValueError(f"Welch's test needs at least 2 values on each side, got {len(values)} and {paper_runs}")
-    result = stats.ttest_ind_from_stats(float(values.mean()), float(values.std(ddof=1)), len(values),
-                                        paper_mean, paper_std, paper_runs, equal_var=False)
-    return PaperComparison(float(values.mean()), paper_mean, float(result.statistic), float(result.pvalue))
 
 
 def paper_separates(mean_a: float, std_a: float, mean_b: float, std_b: float, runs: int, alpha: float = 0.05) -> bool:

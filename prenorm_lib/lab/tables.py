@@ -88,14 +88,29 @@ class Table:
         return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
 
 
+FEW_SEEDS = 6  # below this a two-sided sign test cannot reach p < 0.05 (2/2⁵ = 0.0625)
+
+
 def paired_table(comparisons: Sequence[PairedComparison], title: str = "", digits: int = 3,
                  note: str = "") -> Table:
     """One row per paired comparison: what, seeds each way, mean difference with its 95 % interval,
-    the sign test's p-value, and the verdict word."""
+    the sign test's p-value, and the verdict word.
+
+    With few seeds the verdict rests on the t interval alone, and a reader should be told so
+    beside it: below :data:`FEW_SEEDS` seeds the table adds a note saying how many degrees of
+    freedom the interval has and how low a two-sided sign test can go at all (2/2ⁿ: 0.25 with
+    3 seeds, 0.0625 with 5), so a sign p of 0.25 reads as the floor it is, not as weak data.
+    """
     rows = []
     for c in comparisons:
         what = f"{c.a_name} − {c.b_name}" + (f" ({c.what})" if c.what else "")
         rows.append((what, f"{c.n_lower} / {c.n_higher} of {c.n}", interval(c, digits), f"{c.sign_p:.2g}", c.verdict))
+    few = sorted({c.n for c in comparisons if c.n < FEW_SEEDS})
+    if few:
+        floors = "; ".join(f"{n} seeds: t interval with {n - 1} degrees of freedom, sign p ≥ {2 / 2 ** n:.2g}"
+                           for n in few)
+        note = "; ".join(part for part in (note, f"few seeds — the verdict rests on the t interval ({floors})")
+                         if part)
     return Table(("a − b", "seeds a < b / a > b", "mean [95 % CI]", "sign p", "verdict"), rows, title, note)
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from prenorm_lib.lab import experiments, prose, stats
@@ -74,14 +72,6 @@ def comparison_of(differences):
 ])
 def test_agreement_in_words(separates, paper_gap, ours, reading):
     assert ablation.agreement(separates, paper_gap, comparison_of(ours)) == reading
-
-
-def test_gap_size_uses_welch_with_his_unpaired_spread(tiny_record):
-    size = ablation.shazeer_gap_size(tiny_record, "relu")
-    assert size.paper == pytest.approx(ablation.shazeer_gap("relu"))
-    expected = stats.against_paper(ablation.against(tiny_record, "relu").differences, ablation.shazeer_gap("relu"),
-                                   math.hypot(0.005, 0.010), 4)
-    assert size.p == pytest.approx(expected.p)
 
 
 def test_the_stored_regime_reads_less_than_one_epoch():

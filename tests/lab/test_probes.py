@@ -261,3 +261,21 @@ def test_evaluating_restores_the_mode_even_on_error():
     with probes.evaluating(model):
         pass
     assert not model.training
+
+
+def test_expected_ffn_gradient_is_the_gradient_of_the_batches_pooled(corpus):
+    # The mean of equal-sized batches' gradients is the gradient of their pooled mean loss:
+    # one backward pass on the concatenated batch is an independent reference.
+    model = build_model(corpus, seed=3, ffn="relu", num_layers=2)
+    generator = torch.Generator().manual_seed(5)
+    batches = [get_batch(corpus.train_ids, 4, 16, generator) for _ in range(3)]
+    expected = probes.expected_ffn_grad_norms(model, batches)
+    x, y = torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
+    for matrix in ("w1", "w2"):
+        pooled = probes.ffn_grad_norms_by_layer(model, x, y, weight=matrix)
+        assert expected[matrix] == pytest.approx(pooled, rel=1e-5)
+    one = probes.expected_ffn_grad_norms(model, batches[:1])["w1"]
+    assert one == pytest.approx(probes.ffn_grad_norms_by_layer(model, *batches[0], weight="w1"), rel=1e-6)
+    assert sorted(expected) == ["w1", "w2"]
+    with pytest.raises(ValueError, match="batches must hold at least one"):
+        probes.expected_ffn_grad_norms(model, [])

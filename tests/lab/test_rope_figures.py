@@ -45,3 +45,17 @@ def test_the_label_check_fires_on_a_raw_subscript():
     fig.canvas.draw()
     assert [t for t in _visible_texts(fig) if "_" in _outside_math(t)] == ["m·θ_k"]
     plt.close(fig)
+
+
+def test_long_term_decay_is_roformers_sum_written_out():
+    # RoFormer §3.4.3: S_j = Σ_{i=0}^{j−1} e^{i(m−n)θ_i}, θ_i = 10000^{−2i/d};
+    # the bound is (1/(d/2))·Σ_{j=1}^{d/2} |S_j|.
+    import cmath
+
+    d, distances = 8, (0, 1, 5, 30)
+    theta = [10000.0 ** (-2 * i / d) for i in range(d // 2)]
+    by_hand = [sum(abs(sum(cmath.exp(1j * r * theta[i]) for i in range(j))) for j in range(1, d // 2 + 1)) / (d // 2)
+               for r in distances]
+    computed = rope.long_term_decay(d, max(distances))
+    assert [round(computed[r].item(), 12) for r in distances] == [round(v, 12) for v in by_hand]
+    assert rope.long_term_decay(128, 0)[0].item() == pytest.approx(32.5)  # every |S_j| = j at distance 0

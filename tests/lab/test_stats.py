@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prenorm_lib.lab.stats import against_paper, paired, paper_separates
+from prenorm_lib.lab.stats import paired, paper_separates
 
 
 def test_sign_test_p_values_from_the_references():
@@ -34,14 +34,11 @@ def test_the_line_reads_as_english():
     assert line.endswith("→ lower") and "True" not in line and "False" not in line
 
 
-def test_welch_against_a_paper_and_what_a_paper_can_separate():
+def test_what_a_paper_table_can_separate_by_welch():
     # Shazeer Table 1 (65,536 steps, 4 runs): GEGLU 1.942 (0.004) vs SwiGLU 1.944 (0.010) cannot be ordered;
     # ReLU 1.997 (0.005) vs SwiGLU 1.944 (0.010) can.
     assert not paper_separates(1.942, 0.004, 1.944, 0.010, runs=4)
     assert paper_separates(1.997, 0.005, 1.944, 0.010, runs=4)
-    close = against_paper([1.94, 1.95, 1.945], 1.944, 0.010, 4)
-    assert close.verdict == "consistent" and "Welch" in str(close)
-    assert against_paper([2.5, 2.51, 2.49], 1.944, 0.010, 4).verdict == "differs"
 
 
 @pytest.mark.parametrize(("a", "b", "words"), [

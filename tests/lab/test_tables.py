@@ -61,3 +61,12 @@ def test_interval_and_difference():
     assert tables.difference(-0.0512) == "−0.051" and tables.difference(0.0125) == "+0.013"
     comparison = stats.paired([0.0, 0.0, 0.0], [0.1, 0.2, 0.3])
     assert tables.interval(comparison).startswith("−0.200 [−")
+
+
+def test_few_seeds_are_named_beside_the_verdict():
+    three = stats.paired([1.0, 2.0, 3.0], [2.0, 3.0, 4.1])
+    note = paired_table([three], note="lr 0.01").note
+    assert note.startswith("lr 0.01; few seeds")
+    assert "3 seeds: t interval with 2 degrees of freedom, sign p ≥ 0.25" in note
+    six = stats.paired([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2.0, 3.0, 4.0, 5.0, 6.0, 7.1])
+    assert paired_table([six]).note == ""

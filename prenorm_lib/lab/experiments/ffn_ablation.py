@@ -20,7 +20,6 @@ The learning rate is the same for every FFN.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -156,18 +155,6 @@ def shazeer_separates(kind: str, other: str = BASELINE) -> bool:
     return stats.paper_separates(mean_a, std_a, mean_b, std_b, runs=SHAZEER_RUNS)
 
 
-def shazeer_gap_size(record: Record, kind: str, baseline: str = BASELINE) -> stats.PaperComparison:
-    """Welch's test of our per-seed gaps against Shazeer's gap (its std from his two rows, 4 runs).
-
-    His rows are unpaired, so the spread of one run's difference is √(std_a² + std_b²).
-    The units differ (nats per byte against log-perplexity of his tokens): a "consistent"
-    here is a coincidence of sizes, not a reproduction.
-    """
-    (_, std_kind), (_, std_base) = SHAZEER_TABLE1[kind], SHAZEER_TABLE1[baseline]
-    ours = against(record, kind, baseline).differences
-    return stats.against_paper(ours, shazeer_gap(kind, baseline), math.hypot(std_kind, std_base), SHAZEER_RUNS)
-
-
 def agreement(paper_separates: bool, paper_gap: float, ours: stats.PairedComparison) -> str:
     """How our paired verdict stands to Shazeer's table, in words.
 
@@ -190,6 +177,5 @@ def comparison(record: Record, baseline: str = BASELINE) -> list[dict[str, Any]]
         ours = against(record, kind, baseline)
         paper_gap, separates = shazeer_gap(kind, baseline), shazeer_separates(kind, baseline)
         rows.append({"kind": kind, "paper_gap": paper_gap, "paper_separates": separates, "ours": ours,
-                     "size": shazeer_gap_size(record, kind, baseline),
                      "agreement": agreement(separates, paper_gap, ours)})
     return rows

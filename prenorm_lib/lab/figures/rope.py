@@ -335,37 +335,30 @@ def draw_cost_ratios(d_ks, time_ratios, memory_ratios):
 
 # --- long-term decay and the choice of Θ ------------------------------------------------------
 
-def long_term_decay(d: int = 128, max_distance: int = 256, base: float = 10000.0, first_index: int = 0,
-                    terms_in_s_j: str = "j") -> torch.Tensor:
-    """RoFormer's bound (1/(d/2))·Σ_j |S_j| for distances 0 … max_distance, float64.
+def long_term_decay(d: int = 128, max_distance: int = 256, base: float = 10000.0) -> torch.Tensor:
+    """RoFormer's bound (1/(d/2))·Σ_{j=1}^{d/2} |S_j| for distances 0 … max_distance, float64.
 
-    S_j = Σ_{i<j} e^{i(m−n)θ_i} with θ_i = base^(−2i/d). ``first_index`` is where i starts
-    (0 or 1), and ``terms_in_s_j`` whether S_j sums the first ``"j"`` or ``"j-1"`` angles:
-    the paper's formula can be read either way, and the readings give different curves.
+    RoFormer §3.4.3 states S_j = Σ_{i=0}^{j−1} e^{i(m−n)θ_i} "by setting θ_i = 10000^{−2i/d}":
+    i from 0, j terms. The paper gives no d and no value of the curve, so what this computes
+    at a given d is the course's own arithmetic from that formula, not numbers of the paper.
     """
-    if terms_in_s_j not in ("j", "j-1"):
-        raise ValueError(f"terms_in_s_j must be 'j' or 'j-1', got {terms_in_s_j!r}")
-    i = torch.arange(first_index, first_index + d // 2, dtype=torch.float64)  # (d/2,)
+    i = torch.arange(d // 2, dtype=torch.float64)  # (d/2,)
     theta = base ** (-2.0 * i / d)
     distance = torch.arange(max_distance + 1, dtype=torch.float64)  # (D,)
     terms = torch.polar(torch.ones(len(distance), len(i), dtype=torch.float64), torch.outer(distance, theta))
-    partial = terms.cumsum(dim=1)  # (D, d/2): column j−1 holds the sum of the first j terms
-    if terms_in_s_j == "j-1":
-        partial = torch.cat((torch.zeros_like(partial[:, :1]), partial[:, :-1]), dim=1)
+    partial = terms.cumsum(dim=1)  # (D, d/2): column j−1 holds S_j, the sum of the first j terms
     return partial.abs().mean(dim=1)  # (D,)
 
 
 def draw_long_term_decay(d: int = 128, max_distance: int = 256):
-    """RoFormer's Figure 2, recomputed: the relative upper bound against relative distance."""
+    """RoFormer's Figure 2 recomputed from the formula of §3.4.3, at a d of the course's choosing."""
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     distance = np.arange(max_distance + 1)
     ax.plot(distance, long_term_decay(d, max_distance).numpy(), color=COLORS["pre"],
-            label=r"$\theta_i = 10000^{-2i/d}$, $i = 0 \ldots d/2-1$")
-    ax.plot(distance, long_term_decay(d, max_distance, first_index=1).numpy(), color=COLORS["post"],
-            linewidth=1.2, linestyle="--", label=r"same with $i = 1 \ldots d/2$")
+            label=r"$S_j = \sum_{i=0}^{j-1} e^{\mathrm{i}(m-n)\theta_i}$, $\theta_i = 10000^{-2i/d}$")
     ax.set_xlabel("relative distance $m - n$")
     ax.set_ylabel("relative upper bound")
-    ax.set_title(f"RoPE's long-term decay ($d$ = {d})")
+    ax.set_title(f"RoPE's long-term decay, computed here ($d$ = {d})")
     ax.legend(loc="upper right")
     return fig
 
