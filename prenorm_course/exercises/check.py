@@ -511,17 +511,35 @@ def check_path(path: Path, root: Path | None = None, timeout: float = DEFAULT_TI
     return check_notebook(load_learner(Path(path)), Path(path).name, root, timeout, **options)
 
 
+LEARNER_TEXT_PREFIX = "    > "  # begins every continuation line of learner text; no report line begins so
+_LINE_BREAKS = re.compile(r"\r\n|[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1b\x1f\x7f-\x9f]")
+
+
+def quoted(text: str) -> str:
+    """``text`` as it may stand in a report: its first line as is, every further line behind ``LEARNER_TEXT_PREFIX``.
+
+    Learner text (an exception's message, a cell's output) reaches report lines inside
+    hints and notes. A line break in it can no longer start a line that reads like the
+    report's own ("Exercise 1.2: passed"), and control characters (a carriage return, a
+    terminal escape that moves the cursor or erases a line) are shown as ``\\xNN``.
+    """
+    text = _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    first, *rest = _LINE_BREAKS.split(text)
+    return "\n".join([first, *(LEARNER_TEXT_PREFIX + line for line in rest)])
+
+
 def format_report(result: CheckResult, verbose: bool = False) -> str:
-    """The learner-facing summary."""
-    lines = [f"Checked {result.name} against the course notebook notebooks/{result.solution.name} "
+    """The learner-facing summary; every item passes through ``quoted``, so learner text cannot forge a line."""
+    lines = [f"Checked {quoted(result.name)} against the course notebook notebooks/{result.solution.name} "
              f"({result.seconds:.1f} s)"]
-    lines += [f"  {status.line()}" for status in result.exercises]
+    lines += [f"  {quoted(status.line())}" for status in result.exercises]
     if result.other_cells:
         lines.append("Other cells that did not match the course run:")
-        lines += [f"  {problem}" for problem in result.other_cells]
+        lines += [f"  {quoted(problem)}" for problem in result.other_cells]
     if result.notes:
         lines.append("Notes:")
-        lines += [f"  - {note}" for note in result.notes]
+        lines += [f"  - {quoted(note)}" for note in result.notes]
     lines.append(f"Learner code ran {result.isolation}")
     if verbose:
         lines.append(f"(peak memory of the kernel {result.peak_memory_kb / 1024:.0f} MB)")
