@@ -12,7 +12,8 @@ time limit with an interrupt past it, a dead kernel noticed). What is ours:
   kernel killed, with its whole sandbox; a kernel that exits (``exit()``,
   ``os._exit``, a crash, a memory or CPU limit) is reported in words (``death``);
 * what comes back is bounded: messages over ``MAX_MESSAGE_BYTES`` are dropped by ZeroMQ,
-  and a cell's stored output is capped (``MAX_OUTPUT_CHARS``);
+  and a cell's stored output is capped (``MAX_OUTPUT_CHARS``); widget (comm) messages
+  count against the same cap and their state is never kept (the grader shows no widgets);
 * ``rpc`` runs one agent request and returns the one reply that carries its nonce;
 * the kernel's peak memory, read from its sandbox.
 """
@@ -112,6 +113,19 @@ class _Client(NotebookClient):
         self.timed_out = True
         return await super()._async_handle_timeout(timeout, cell)
 
+    def _within_cap(self, cell_index: int, size: int) -> bool:
+        """Count ``size`` against the cell's output cap; False once the cap is passed."""
+        if self.chars.get(cell_index, 0) + size > MAX_OUTPUT_CHARS:
+            return False
+        self.chars[cell_index] = self.chars.get(cell_index, 0) + size
+        return True
+
+    def handle_comm_msg(self, outs: list, msg: dict, cell_index: int) -> None:
+        """A widget message: under the output cap (its buffers too), else dropped; no state is stored."""
+        size = len(json.dumps(msg.get("content", {}), default=str)) + sum(len(b) for b in msg.get("buffers") or [])
+        if self._within_cap(cell_index, size):
+            super().handle_comm_msg(outs, msg, cell_index)
+
     def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> Any:
         data = msg.get("content", {}).get("data") or {}
         if REPLY_MIME in data:  # a check's answer: not a learner output, not capped, but few
@@ -119,10 +133,8 @@ class _Client(NotebookClient):
             if self.replies[cell_index] > MAX_REPLIES:
                 return None
             return super().output(outs, msg, display_id, cell_index)
-        size = len(json.dumps(msg.get("content", {}), default=str))
-        if self.chars.get(cell_index, 0) + size > MAX_OUTPUT_CHARS:
+        if not self._within_cap(cell_index, len(json.dumps(msg.get("content", {}), default=str))):
             return None
-        self.chars[cell_index] = self.chars.get(cell_index, 0) + size
         return super().output(outs, msg, display_id, cell_index)
 
 
@@ -158,7 +170,7 @@ class Kernel:
         self.km = SandboxKernelManager(self.sandbox, context=context)
         self.client = _Client(self._cells, km=self.km, allow_errors=True, interrupt_on_timeout=True,
                               startup_timeout=int(STARTUP_TIMEOUT), iopub_timeout=4, record_timing=False,
-                              kernel_name="python3")
+                              kernel_name="python3", store_widget_state=False)
 
         async def start() -> None:
             await self.km.start_kernel(env=kernel_env(self.sandbox.workdir), cwd=str(self.sandbox.workdir),

@@ -17,13 +17,21 @@ namespace ends and every process the learner started ends with it.
 
 As root the learner's code runs as a fresh unprivileged user (``setpriv`` inside the
 sandbox, every capability dropped, ``no_new_privs``); as anyone else bubblewrap makes a
-user namespace and the kernel runs as that user.
+user namespace and the kernel runs as that user. In both, a seccomp filter
+(``no_user_namespaces``, made with libseccomp) refuses every new user namespace inside
+the sandbox (``unshare``/``clone`` with ``CLONE_NEWUSER``, ``setns``; ``clone3`` says
+"not implemented", so the C library falls back to ``clone``), and the sandbox's own
+``/`` is read-only: what the kernel writes goes to its folder or its size-limited
+memory folders. Its folder may lie under any ``TMPDIR``: the folders above it are made
+reachable inside the sandbox.
 
 Limits on the whole sandbox: where a cgroup can be made (root, cgroup v1 or v2), one
 per kernel caps the memory of all its processes together (``MEMORY_BYTES``, memory
-folders included) and their number (``MAX_PROCESSES``). Without one, the limits are
-per process (``prlimit``: address space, CPU time, file size, open files; as root also
-the number of processes of the kernel's own user) and ``confinement()`` says so.
+folders included) and their number (``MAX_PROCESSES``). Without one, the memory limit
+is per process (``prlimit``: address space, CPU time, file size, open files) and
+``confinement()`` says so; the number of processes is still a total: as root that of
+the kernel's own user, as a normal user (``RLIMIT_NPROC`` counts every process of the
+real user) ``MAX_PROCESSES`` more than the user runs when the kernel starts.
 
 No silent fallback: if bubblewrap cannot start a kernel here, ``confinement()`` raises
 unless the teacher asked for ``trusted`` mode, which runs the kernel as a plain child
@@ -33,6 +41,7 @@ process and is printed as such in every report.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import secrets
@@ -260,13 +269,58 @@ def _system_binds() -> list[str]:
     return args
 
 
-def _limits(cgroup: Cgroup | None, uid: int | None) -> list[str]:
+def tasks_of_user(uid: int) -> int:
+    """How many processes and threads the real user ``uid`` runs now (what ``RLIMIT_NPROC`` counts)."""
+    count = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError, StopIteration, ValueError, IndexError):
+            lines = status.read_text().splitlines()
+            if int(next(x for x in lines if x.startswith("Uid:")).split()[1]) == uid:
+                count += int(next(x for x in lines if x.startswith("Threads:")).split()[1])
+    return count
+
+
+def _limits(cgroup: Cgroup | None, uid: int | None, mode: str) -> list[str]:
     prlimit = shutil.which("prlimit") or "/usr/bin/prlimit"
     args = [prlimit, f"--cpu={CPU_SECONDS}", f"--fsize={FILE_BYTES}", "--nofile=1024", "--core=0",
             f"--as={MEMORY_BYTES}"]
     if cgroup is None and uid is not None:  # the kernel's own user: the count of its processes is the sandbox's
         args.append(f"--nproc={MAX_PROCESSES}")
+    elif cgroup is None and mode == CONFINED and not _root():  # a normal user: a total over the real user
+        args.append(f"--nproc={tasks_of_user(os.getuid()) + MAX_PROCESSES}")
     return [*args, "--"]
+
+
+SECCOMP_FD = 3  # the filter's file descriptor for bubblewrap (opened by the shell that starts it)
+CLONE_NEWUSER = 0x10000000
+
+
+@functools.cache
+def no_user_namespaces() -> bytes:
+    """A seccomp program (BPF, for this machine's architecture) that refuses new user namespaces.
+
+    ``unshare`` and ``clone`` with ``CLONE_NEWUSER`` and every ``setns`` fail with EPERM;
+    ``clone3`` (whose flags a filter cannot read) fails with ENOSYS, on which the C
+    library falls back to ``clone``. Everything else is allowed. libseccomp compiles it
+    (through ``pyseccomp``); it adds the architecture check, so a system call through
+    another ABI (i386, x32) is refused too.
+    """
+    try:
+        import pyseccomp as seccomp
+
+        rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+    except (ImportError, OSError, RuntimeError) as exc:
+        raise ConfinementUnavailable(f"libseccomp cannot be used here ({exc}); apt-get install libseccomp2, "
+                                     "and pip install -r requirements.txt") from None
+    new_user = seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER)
+    rules.add_rule(seccomp.ERRNO(errno.EPERM), "unshare", new_user)
+    rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", new_user)
+    rules.add_rule(seccomp.ERRNO(errno.EPERM), "setns")
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    with tempfile.TemporaryFile() as f:
+        rules.export_bpf(f)
+        f.seek(0)
+        return f.read()
 
 
 def bwrap_command(stage: Path, uid: int | None, kernel_command: list[str]) -> list[str]:
@@ -294,7 +348,12 @@ def bwrap_command(stage: Path, uid: int | None, kernel_command: list[str]) -> li
                 args += ["--perms", "0755", "--dir", str(parent)]
                 made.add(parent)
         args += ["--ro-bind", str(path), str(path)]
-    args += ["--bind", str(stage), str(stage), "--chdir", str(stage)]
+    for parent in reversed(stage.parents[:-1]):  # a TMPDIR other than /tmp: its folders must be reachable
+        if parent not in made:
+            args += ["--perms", "0755", "--dir", str(parent)]
+            made.add(parent)
+    args += ["--bind", str(stage), str(stage), "--chdir", str(stage), "--remount-ro", "/",
+             "--seccomp", str(SECCOMP_FD)]
     if uid is not None:  # root: bubblewrap sets the sandbox up, then the learner's code runs as ``uid``
         setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
         args += ["--", setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
@@ -400,10 +459,14 @@ class Sandbox:
                 os.lchown(os.path.join(folder, name), self.uid, self.uid)
 
     def command(self, kernel_command: list[str]) -> list[str]:
-        limits = _limits(self.cgroup, self.uid)
+        limits = _limits(self.cgroup, self.uid, self.mode)
         if self.mode == TRUSTED:
             return [*limits, *kernel_command]
-        command = [*limits, *bwrap_command(self.stage, self.uid, kernel_command)]
+        seccomp = self.stage / "no-user-namespaces.bpf"  # read when the kernel starts, before any learner code
+        seccomp.write_bytes(no_user_namespaces())
+        opened = f'f=$1; shift; exec "$@" {SECCOMP_FD}<"$f"'
+        command = [*limits, "/bin/sh", "-c", opened, "sh", str(seccomp),
+                   *bwrap_command(self.stage, self.uid, kernel_command)]
         if self.cgroup is not None:  # enter the cgroup(s) before anything else starts
             procs = [str(p) for p in self.cgroup.procs()]
             enter = 'for p; do [ "$p" = -- ] && break; echo $$ > "$p" || exit 125; shift; done; shift; exec "$@"'
