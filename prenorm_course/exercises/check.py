@@ -55,6 +55,7 @@ from prenorm_course.exercises.markers import (
 from prenorm_course.exercises.paths import exercise_dir, repo_root, sanitize_file, solution_dir, solution_notebooks
 from prenorm_course.exercises.remote import KernelStopped, Learner, LearnerTimeout, Missing, NoAnswer
 from prenorm_course.exercises.sandbox import Confinement, CourseFiles, Sandbox, confinement
+from prenorm_course.exercises.withheld import MARKER as WITHHELD_MARKER
 from prenorm_lib.checks.core import Hint, NotDone, collecting_passes
 
 DEFAULT_TIMEOUT = 60.0
@@ -391,9 +392,16 @@ def _cell_status(exercise: Exercise, run: CellRun | None, whose: str, death: str
 def _other_cell_problems(
     merged: nbformat.NotebookNode, exercises: list[Exercise], runs: dict[str, CellRun], edited: set[str],
     patterns: list[tuple[str, str]], course: dict[str, nbformat.NotebookNode],
-) -> list[str]:
+) -> tuple[list[str], str]:
+    """The ordinary cells that did not match the course run, and a note on those not compared.
+
+    From the first unedited cell that needed a piece of the library withheld while grading
+    (:mod:`withheld`), an unedited cell that fails or differs is not counted: it may only
+    lack that cell's results. A cell the learner edited is always compared.
+    """
     exercise_cells = {e.cell_id for e in exercises} | {e.checker_cell_id for e in exercises}
     problems = []
+    withheld_from, uncompared = "", 0
     for cell in merged.cells:
         run = runs.get(cell.get("id"))
         if cell.cell_type != "code" or cell.id in exercise_cells or run is None:
@@ -410,9 +418,18 @@ def _other_cell_problems(
             what = "its output changed"
         else:
             continue
+        if cell.id not in edited:
+            if not withheld_from and run.status == RAN_INTO_ERROR and WITHHELD_MARKER in run.evalue:
+                withheld_from = _first_line(cell.source)
+            if withheld_from:
+                uncompared += 1
+                continue
         why = " — you edited this cell" if cell.id in edited else ""
         problems.append(f"cell `{_first_line(cell.source)}`: {what}{why}")
-    return problems
+    note = (f"{uncompared} cell(s) from `{withheld_from}` on were not compared with the course run: they use "
+            "prenorm_lib's answers to this notebook's exercises, which the graded kernel does not have"
+            if uncompared else "")
+    return problems, note
 
 
 # --- a whole notebook ---------------------------------------------------------------------
@@ -455,7 +472,8 @@ def check_notebook(
     start = time.monotonic()
     for call in calls.values():  # every checker is imported here before any learner code runs
         _checker(call)
-    kernel = Kernel(Sandbox.create(confined.mode, course))
+    # graded: the kernel's library lacks the answers to this notebook's exercises; inline, it is the learner's own
+    kernel = Kernel(Sandbox.create(confined.mode, course if inline_checks else course.for_grading(solution_path.name)))
     try:
         try:
             kernel.start()
@@ -485,12 +503,14 @@ def check_notebook(
         kernel.stop()
     if kernel.death:
         notes.append(f"{kernel.death}; the cells after that did not run")
+    other_cells, uncompared = _other_cell_problems(merged, exercises, runs, edited, sanitize_patterns(root),
+                                                   course_cells)
     result = CheckResult(
         name=name,
         solution=solution_path,
         exercises=[statuses.get(e.id) or _cell_status(e, None, "", kernel.death, timeout) for e in exercises],
-        other_cells=_other_cell_problems(merged, exercises, runs, edited, sanitize_patterns(root), course_cells),
-        notes=notes,
+        other_cells=other_cells,
+        notes=notes + ([uncompared] if uncompared else []),
         seconds=time.monotonic() - start,
         isolation=confined.how,
         peak_memory_kb=kernel.peak_memory_kb,

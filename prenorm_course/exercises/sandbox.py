@@ -3,7 +3,8 @@
 Every kernel gets a fresh folder holding a copy of what a notebook needs -- the course
 library ``prenorm_lib`` with its experiment records -- taken as bytes once,
 before any learner code ran (``CourseFiles``), so a submission that rewrites its copy
-changes nothing for the next one.
+changes nothing for the next one. A graded kernel's copy lacks the answers to its
+notebook's exercises (``CourseFiles.for_grading``, :mod:`withheld`).
 
 Confinement is bubblewrap's (``bwrap``), not ours. Each kernel runs in new network, pid,
 IPC, UTS and mount namespaces (``--unshare-net --unshare-pid ...``), dies with the
@@ -55,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import prenorm_lib
+from prenorm_course.exercises.withheld import withheld_files
 
 CONFINED, TRUSTED = "bubblewrap", "trusted"
 MEMORY_BYTES = 6 * 2**30  # all processes of a kernel together (cgroup), or each one's address space
@@ -92,6 +94,10 @@ class CourseFiles:
         for name in ("agent.py", "wire.py"):
             files[f"prenorm_course/exercises/{name}"] = (tools / name).read_bytes()
         return cls(files)
+
+    def for_grading(self, notebook: str) -> CourseFiles:
+        """These files with the answers to ``notebook``'s exercises stubbed out (see :mod:`withheld`)."""
+        return CourseFiles(withheld_files(self.files, notebook))
 
     def write(self, folder: Path) -> None:
         for relative, data in self.files.items():
