@@ -9,8 +9,13 @@ name, loading its file again (``spec_from_file_location``), ``exec`` of the file
 or subclassing it finds only the stub: nothing in the kernel computes the answer. The
 checkers compute their references in the grader, from the complete library.
 
-The inline run of a notebook (self-study, ``verify``'s unfilled run) keeps the complete
-library. A cell outside the exercises that uses a withheld piece fails in the graded run
+The checkers (``prenorm_lib/checks``) hold reference copies of the answers, so in a
+graded kernel each checker module keeps only its probes -- the functions a checker runs
+where the learner's object lives (``probe(obj, function, ...)``: give a module the
+checker's weights, count calls) -- with the imports and the definitions they use
+(``probes_only``); ``core`` (comparisons, the kernel-side facts) is kept whole: it holds
+no answer. The inline run of a notebook (self-study, ``verify``'s unfilled run) keeps
+the complete library. A cell outside the exercises that uses a withheld piece fails in the graded run
 only; ``check`` does not count that cell, nor the unedited cells after it, against the
 learner (they may need its results), and says so in a note.
 
@@ -46,11 +51,22 @@ WITHHELD: dict[str, tuple[str, ...]] = {
         "prenorm_lib.ffn:swiglu_hidden_dim",  # 2.3
         "prenorm_lib.ffn:default_hidden_dim",  # swiglu_hidden_dim for a gated kind
     ),
+    # 3.2 and the layer; 3.1's table stays (``functional.rope_angles``): 3.3's solution reads it through
+    # ``wavelengths`` -- withhold it once 3.3 computes the wavelengths itself.
+    "03_rope.ipynb": (
+        "prenorm_lib.functional:apply_rope",  # 3.2
+        "prenorm_lib.rope:RotaryPositionalEmbedding",  # 3.1 and 3.2 together
+        "prenorm_lib.rope:rotation_matrix",  # the same rotation, as a matrix
+        "prenorm_lib.rope:rotate_complex",  # the same rotation, as complex numbers
+    ),
     "04_attention.ipynb": (
         "prenorm_lib.functional:softmax",  # 4.1
         "prenorm_lib.functional:scaled_dot_product_attention",  # 4.3
         "prenorm_lib.attention:MultiHeadSelfAttention",  # 4.4; a block or a model builds one, so they fail too
     ),
+    # 05: nothing yet. 5.3's check cell trains the three blocks in the kernel, which needs the block's
+    # forward passes (``TransformerBlock.pre_norm_forward``, ``post_norm_forward``: the answers to 5.1 and
+    # 5.2); they can be withheld once those runs come from the notebook's records instead.
 }
 
 
@@ -100,13 +116,58 @@ def withheld_source(source: str, module: str, names: Iterable[str], notebook: st
     return "\n".join(lines) + "\n"
 
 
+CHECKS = "prenorm_lib/checks/"
+CHECKS_KEPT_WHOLE = ("__init__.py", "core.py")
+
+
+def _top_names(node: ast.stmt) -> list[str]:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.Assign | ast.AnnAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+    return []
+
+
+def probes_only(source: str) -> str:
+    """A checker module's ``source`` reduced to its imports and its probes with what they use, nothing else.
+
+    A probe is the second argument of a ``probe(anchor, function, ...)`` call in the module.
+    """
+    tree = ast.parse(source)
+    defined = {name: node for node in tree.body for name in _top_names(node)}
+    wanted = [call.args[1].id for call in ast.walk(tree) if isinstance(call, ast.Call)
+              and isinstance(call.func, ast.Name) and call.func.id == "probe" and len(call.args) > 1
+              and isinstance(call.args[1], ast.Name)]
+    kept: set[int] = set()
+    while wanted:
+        node = defined.get(wanted.pop())
+        if node is None or id(node) in kept:
+            continue
+        kept.add(id(node))
+        wanted += [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in defined]
+    lines = source.splitlines()
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom) or id(node) in kept:
+            start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
+            out += [*lines[start:node.end_lineno], ""]
+    header = '"""A checker module in a graded kernel: only its probes (the checks and references run in the grader)."""'
+    return "\n".join([header, "", *out])
+
+
 def withheld_files(files: Mapping[str, bytes], notebook: str) -> dict[str, bytes]:
-    """The kernel's files for ``notebook``: ``files`` with the withheld definitions stubbed out of their modules."""
+    """The kernel's files for ``notebook``: ``files`` with the withheld definitions stubbed out of their modules.
+
+    And every checker module reduced to its probes (``probes_only``).
+    """
+    changed = {path: probes_only(data.decode("utf-8")).encode()
+               if path.startswith(CHECKS) and path.endswith(".py") and path[len(CHECKS):] not in CHECKS_KEPT_WHOLE
+               else data for path, data in files.items()}
     by_module: dict[str, list[str]] = {}
     for entry in withheld_for(notebook):
         module, _, name = entry.partition(":")
         by_module.setdefault(module, []).append(name)
-    changed = dict(files)
     for module, names in by_module.items():
         relative = module.replace(".", "/") + ".py"
         if relative not in files:
