@@ -404,10 +404,12 @@ def confinement(trusted: bool = False) -> Confinement:
     base = _cgroup_base()
     limits = (f"a {base[0]} cgroup per kernel: {MEMORY_BYTES // 2**30} GiB of memory and {MAX_PROCESSES} "
               "processes in all" if base else
-              f"no cgroup here: {MEMORY_BYTES // 2**30} GiB address space per process"
-              + (f", {MAX_PROCESSES} processes (its own user)" if _root() else ""))
-    return Confinement(CONFINED, f"bubblewrap: no network, own pid/IPC/mount namespaces, read-only system, "
-                                 f"as {who}; {limits}; private /tmp and /dev/shm of {TMP_BYTES // 2**20} MiB each")
+              f"no cgroup here: {MEMORY_BYTES // 2**30} GiB address space per process, "
+              + (f"{MAX_PROCESSES} processes (its own user)" if _root() else
+                 f"{MAX_PROCESSES} processes more than the user runs (a total)"))
+    return Confinement(CONFINED, f"bubblewrap: no network, own pid/IPC/mount namespaces, read-only system and /, "
+                                 f"no user namespaces inside, as {who}; {limits}; private /tmp and /dev/shm of "
+                                 f"{TMP_BYTES // 2**20} MiB each")
 
 
 _used_uids: set[int] = set()
