@@ -28,11 +28,13 @@ reachable inside the sandbox.
 
 Limits on the whole sandbox: where a cgroup can be made (root, cgroup v1 or v2), one
 per kernel caps the memory of all its processes together (``MEMORY_BYTES``, memory
-folders included) and their number (``MAX_PROCESSES``). Without one, the memory limit
-is per process (``prlimit``: address space, CPU time, file size, open files) and
-``confinement()`` says so; the number of processes is still a total: as root that of
-the kernel's own user, as a normal user (``RLIMIT_NPROC`` counts every process of the
-real user) ``MAX_PROCESSES`` more than the user runs when the kernel starts.
+folders included) and their number (``MAX_PROCESSES``). Without one, each process gets
+``prlimit``'s limits (address space, CPU time, file size, open files), and the kernel's
+watchdog (:mod:`kernel`) stops the sandbox when its processes together hold more than
+``MEMORY_BYTES`` (their resident memory, read every ``WATCH_SECONDS``). The number of
+processes is a total in any case: as root that of the kernel's own user, as a normal
+user (``RLIMIT_NPROC`` counts every process of the real user) ``MAX_PROCESSES`` more
+than the user runs when the kernel starts.
 
 No silent fallback: if bubblewrap cannot start a kernel here, ``confinement()`` raises
 unless the teacher asked for ``trusted`` mode, which runs the kernel as a plain child
@@ -404,7 +406,8 @@ def confinement(trusted: bool = False) -> Confinement:
     base = _cgroup_base()
     limits = (f"a {base[0]} cgroup per kernel: {MEMORY_BYTES // 2**30} GiB of memory and {MAX_PROCESSES} "
               "processes in all" if base else
-              f"no cgroup here: {MEMORY_BYTES // 2**30} GiB address space per process, "
+              f"no cgroup here: {MEMORY_BYTES // 2**30} GiB of memory in all (the grader's watchdog) and of "
+              "address space per process, "
               + (f"{MAX_PROCESSES} processes (its own user)" if _root() else
                  f"{MAX_PROCESSES} processes more than the user runs (a total)"))
     return Confinement(CONFINED, f"bubblewrap: no network, own pid/IPC/mount namespaces, read-only system and /, "
@@ -509,11 +512,20 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _hwm_kb(pid: int) -> int:
+def _status_kb(pid: int, field: str) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field):
                 return int(line.split()[1])
     except (OSError, ValueError):
         pass
     return 0
+
+
+def _hwm_kb(pid: int) -> int:
+    return _status_kb(pid, "VmHWM:")
+
+
+def resident_kb(pid: int) -> int:
+    """The memory all processes of a sandbox hold now (their resident sizes added), from its first process."""
+    return sum(_status_kb(p, "VmRSS:") for p in _descendants(pid))

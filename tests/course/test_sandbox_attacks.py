@@ -360,3 +360,19 @@ def test_as_a_normal_user_processes_are_a_total(monkeypatch):
               "print(len(children))\nfor child in children:\n    child.kill()\n    child.wait()")
     proc = _as_a_normal_user(script, monkeypatch)
     assert proc.stdout.strip() and int(proc.stdout.split()[0]) <= sandbox.MAX_PROCESSES, (proc.stdout, proc.stderr)
+
+
+def test_without_a_cgroup_the_sandbox_memory_is_a_total():
+    """Three helpers of 400 MB each, under a 1 GiB total: each is within its own limit, together they are not."""
+    helpers = ("import subprocess, sys, time\n"
+               "hog = 'b = bytearray(400 * 2**20)\\nimport time\\ntime.sleep(60)'\n"
+               "children = [subprocess.Popen([sys.executable, '-c', hog]) for _ in range(3)]\n"
+               "time.sleep(30)\nprint('all held')")
+    kernel = _kernel()
+    if kernel.sandbox.cgroup is not None:  # as root here: take the path a normal user's grader takes
+        kernel.sandbox.cgroup.remove()
+        kernel.sandbox.cgroup = None
+    kernel.memory_total = 2**30
+    with kernel:
+        run = kernel.run_cell(helpers, 60)
+    assert run.status == "died" and "ran out of memory" in kernel.death, (run, kernel.death)
