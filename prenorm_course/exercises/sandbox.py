@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import prenorm_lib
+from prenorm_course.exercises.paths import solution_notebooks
 from prenorm_course.exercises.withheld import withheld_files
 
 CONFINED, TRUSTED = "bubblewrap", "trusted"
@@ -79,6 +80,7 @@ class CourseFiles:
     """The bytes a kernel needs from the course, read once before any learner code runs."""
 
     files: dict[str, bytes] = field(default_factory=dict)
+    graded: dict[str, CourseFiles] = field(default_factory=dict)  # notebook -> its graded copy, made by take
 
     @classmethod
     def take(cls, root: Path) -> CourseFiles:
@@ -95,11 +97,16 @@ class CourseFiles:
         files["prenorm_course/exercises/__init__.py"] = b""
         for name in ("agent.py", "wire.py"):
             files[f"prenorm_course/exercises/{name}"] = (tools / name).read_bytes()
-        return cls(files)
+        course = cls(files)
+        for path in solution_notebooks(root):  # made here, once, before grading threads start
+            course.for_grading(path.name)
+        return course
 
     def for_grading(self, notebook: str) -> CourseFiles:
         """These files with the answers to ``notebook``'s exercises stubbed out (see :mod:`withheld`)."""
-        return CourseFiles(withheld_files(self.files, notebook))
+        if notebook not in self.graded:
+            self.graded[notebook] = CourseFiles(withheld_files(self.files, notebook))
+        return self.graded[notebook]
 
     def write(self, folder: Path) -> None:
         for relative, data in self.files.items():

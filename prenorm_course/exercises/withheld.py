@@ -33,9 +33,13 @@ source.
 from __future__ import annotations
 
 import ast
+import threading
 from collections.abc import Iterable, Mapping
 
 MARKER = "withheld while grading"
+# Python 3.11's ast.parse is not safe in two threads at once ("AST constructor recursion depth mismatch",
+# cpython issue 106905), and grade checks two notebooks at a time: the copies are made one at a time.
+_PARSING = threading.Lock()
 
 WITHHELD: dict[str, tuple[str, ...]] = {
     # 1.2 (the module) only: 1.2 tells the learner to call the library kernel ``functional.rms_norm``, so
@@ -161,6 +165,11 @@ def withheld_files(files: Mapping[str, bytes], notebook: str) -> dict[str, bytes
 
     And every checker module reduced to its probes (``probes_only``).
     """
+    with _PARSING:
+        return _withheld_files(files, notebook)
+
+
+def _withheld_files(files: Mapping[str, bytes], notebook: str) -> dict[str, bytes]:
     changed = {path: probes_only(data.decode("utf-8")).encode()
                if path.startswith(CHECKS) and path.endswith(".py") and path[len(CHECKS):] not in CHECKS_KEPT_WHOLE
                else data for path, data in files.items()}
