@@ -16,7 +16,8 @@ learner's functions there and judging only the plain data that comes back.
 The course root is found from the installed package; ``PRENORM_ROOT``
 overrides it. Modules: ``markers`` (the conventions), ``build``, ``check`` (one
 notebook), ``grade``, ``verify``; underneath, ``kernel`` (one learner's kernel),
-``sandbox`` (its folder, limits and bubblewrap confinement), ``agent`` (the
+``sandbox`` (its folder, limits and bubblewrap confinement), ``withheld`` (what its
+copy of the library lacks: the answers, declared per notebook), ``agent`` (the
 learner's side of a check), ``remote`` (the grader's side) and ``wire`` (the plain
 data between them).
 """

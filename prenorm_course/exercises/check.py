@@ -56,6 +56,7 @@ from prenorm_course.exercises.markers import (
 from prenorm_course.exercises.paths import exercise_dir, repo_root, sanitize_file, solution_dir, solution_notebooks
 from prenorm_course.exercises.remote import KernelStopped, Learner, LearnerTimeout, Missing, NoAnswer
 from prenorm_course.exercises.sandbox import Confinement, CourseFiles, Sandbox, confinement
+from prenorm_course.exercises.withheld import MARKER as WITHHELD_MARKER
 from prenorm_lib.checks.core import Hint, NotDone, collecting_passes
 
 DEFAULT_TIMEOUT = 60.0
@@ -392,9 +393,16 @@ def _cell_status(exercise: Exercise, run: CellRun | None, whose: str, death: str
 def _other_cell_problems(
     merged: nbformat.NotebookNode, exercises: list[Exercise], runs: dict[str, CellRun], edited: set[str],
     patterns: list[tuple[str, str]], course: dict[str, nbformat.NotebookNode],
-) -> list[str]:
+) -> tuple[list[str], str]:
+    """The ordinary cells that did not match the course run, and a note on those not compared.
+
+    From the first unedited cell that needed a piece of the library withheld while grading
+    (:mod:`withheld`), an unedited cell that fails or differs is not counted: it may only
+    lack that cell's results. A cell the learner edited is always compared.
+    """
     exercise_cells = {e.cell_id for e in exercises} | {e.checker_cell_id for e in exercises}
     problems = []
+    withheld_from, uncompared = "", 0
     for cell in merged.cells:
         run = runs.get(cell.get("id"))
         if cell.cell_type != "code" or cell.id in exercise_cells or run is None:
@@ -411,9 +419,18 @@ def _other_cell_problems(
             what = "its output changed"
         else:
             continue
+        if cell.id not in edited:
+            if not withheld_from and run.status == RAN_INTO_ERROR and WITHHELD_MARKER in run.evalue:
+                withheld_from = _first_line(cell.source)
+            if withheld_from:
+                uncompared += 1
+                continue
         why = " — you edited this cell" if cell.id in edited else ""
         problems.append(f"cell `{_first_line(cell.source)}`: {what}{why}")
-    return problems
+    note = (f"{uncompared} cell(s) from `{withheld_from}` on were not compared with the course run: they use "
+            "prenorm_lib's answers to this notebook's exercises, which the graded kernel does not have"
+            if uncompared else "")
+    return problems, note
 
 
 # --- a whole notebook ---------------------------------------------------------------------
@@ -456,7 +473,8 @@ def check_notebook(
     start = time.monotonic()
     for call in calls.values():  # every checker is imported here before any learner code runs
         _checker(call)
-    kernel = Kernel(Sandbox.create(confined.mode, course))
+    # graded: the kernel's library lacks the answers to this notebook's exercises; inline, it is the learner's own
+    kernel = Kernel(Sandbox.create(confined.mode, course if inline_checks else course.for_grading(solution_path.name)))
     try:
         try:
             kernel.start()
@@ -486,12 +504,14 @@ def check_notebook(
         kernel.stop()
     if kernel.death:
         notes.append(f"{kernel.death}; the cells after that did not run")
+    other_cells, uncompared = _other_cell_problems(merged, exercises, runs, edited, sanitize_patterns(root),
+                                                   course_cells)
     result = CheckResult(
         name=name,
         solution=solution_path,
         exercises=[statuses.get(e.id) or _cell_status(e, None, "", kernel.death, timeout) for e in exercises],
-        other_cells=_other_cell_problems(merged, exercises, runs, edited, sanitize_patterns(root), course_cells),
-        notes=notes,
+        other_cells=other_cells,
+        notes=notes + ([uncompared] if uncompared else []),
         seconds=time.monotonic() - start,
         isolation=confined.how,
         peak_memory_kb=kernel.peak_memory_kb,
@@ -512,17 +532,35 @@ def check_path(path: Path, root: Path | None = None, timeout: float = DEFAULT_TI
     return check_notebook(load_learner(Path(path)), Path(path).name, root, timeout, **options)
 
 
+LEARNER_TEXT_PREFIX = "    > "  # begins every continuation line of learner text; no report line begins so
+_LINE_BREAKS = re.compile(r"\r\n|[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1b\x1f\x7f-\x9f]")
+
+
+def quoted(text: str) -> str:
+    """``text`` as it may stand in a report: its first line as is, every further line behind ``LEARNER_TEXT_PREFIX``.
+
+    Learner text (an exception's message, a cell's output) reaches report lines inside
+    hints and notes. A line break in it can no longer start a line that reads like the
+    report's own ("Exercise 1.2: passed"), and control characters (a carriage return, a
+    terminal escape that moves the cursor or erases a line) are shown as ``\\xNN``.
+    """
+    text = _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    first, *rest = _LINE_BREAKS.split(text)
+    return "\n".join([first, *(LEARNER_TEXT_PREFIX + line for line in rest)])
+
+
 def format_report(result: CheckResult, verbose: bool = False) -> str:
-    """The learner-facing summary."""
-    lines = [f"Checked {result.name} against the course notebook notebooks/{result.solution.name} "
+    """The learner-facing summary; every item passes through ``quoted``, so learner text cannot forge a line."""
+    lines = [f"Checked {quoted(result.name)} against the course notebook notebooks/{result.solution.name} "
              f"({result.seconds:.1f} s)"]
-    lines += [f"  {status.line()}" for status in result.exercises]
+    lines += [f"  {quoted(status.line())}" for status in result.exercises]
     if result.other_cells:
         lines.append("Other cells that did not match the course run:")
-        lines += [f"  {problem}" for problem in result.other_cells]
+        lines += [f"  {quoted(problem)}" for problem in result.other_cells]
     if result.notes:
         lines.append("Notes:")
-        lines += [f"  - {note}" for note in result.notes]
+        lines += [f"  - {quoted(note)}" for note in result.notes]
     lines.append(f"Learner code ran {result.isolation}")
     if verbose:
         lines.append(f"(peak memory of the kernel {result.peak_memory_kb / 1024:.0f} MB)")

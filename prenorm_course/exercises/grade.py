@@ -14,9 +14,17 @@ at a time, and the verdicts are computed in this process (see :mod:`check`).
 
 One bad submission never costs the others their grades: a file that is not a
 notebook, a notebook of no course notebook, a kernel that dies or a grading failure
-is written into the table's ``notes`` and the run goes on. The tables are written
-in any case: ``grades.md`` (with the hint, error and timeout messages listed below
-it) and ``grades.csv``.
+is written into the table's ``notes`` and the run goes on. Each file's type and size
+are checked before it is read (``read_submission``): a named pipe, a device or a file
+over the size limit is a row with its reason, never a blocked or exhausted grader.
+The tables -- ``grades.md`` (with the hint, error and timeout messages listed below
+it) and ``grades.csv`` -- are written again after every file, so the grades decided so
+far survive even a grader that is killed.
+
+Two copies of one course notebook from one learner (``alice/01.ipynb`` and
+``alice/retry/01.ipynb``) are both graded; the row counts the copy with the most
+passed exercises, a tie going to the path that sorts first (``COPY_RULE``), and the
+notes name the file counted and the file not counted.
 
 Every kernel runs in bubblewrap (see :mod:`sandbox`): it cannot see the folder, the
 course or another kernel, so nothing needs putting back. If bubblewrap cannot confine
@@ -29,14 +37,17 @@ from __future__ import annotations
 
 import csv
 import os
+import stat
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from prenorm_course.exercises.build import read_notebook
 from prenorm_course.exercises.check import (
     DEFAULT_TIMEOUT,
+    MAX_NOTEBOOK_BYTES,
     NOT_A_NOTEBOOK,
     NOT_DONE,
     NOT_RUN,
@@ -51,6 +62,7 @@ from prenorm_course.exercises.paths import repo_root, solution_dir
 from prenorm_course.exercises.sandbox import CourseFiles, confinement
 
 MISSING = "missing"
+COPY_RULE = "the copy with the most passed exercises counts, a tie going to the path that sorts first"
 
 
 def learner_notebooks(folder: Path) -> list[tuple[str, Path]]:
@@ -80,6 +92,31 @@ def symlinked_notebooks(folder: Path) -> list[Path]:
     return sorted(found)
 
 
+def read_submission(path: Path) -> bytes:
+    """The bytes of a learner's file, its type and size checked before reading (``NotANotebook`` says why not).
+
+    Opened without following a link and without blocking (a named pipe would wait for a
+    writer forever), then ``fstat`` on the open file: only a regular file of at most
+    ``MAX_NOTEBOOK_BYTES`` is read, and never more than that many bytes.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise NotANotebook(f"the file cannot be read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a named pipe" if stat.S_ISFIFO(info.st_mode) else "a device, socket or folder"
+            raise NotANotebook(f"it is {kind}, not a file")
+        if info.st_size > MAX_NOTEBOOK_BYTES:
+            raise NotANotebook(f"the file is larger than {MAX_NOTEBOOK_BYTES // 2**20} MB "
+                               f"({info.st_size / 2**20:.0f} MB); it was not read")
+        data = f.read(MAX_NOTEBOOK_BYTES + 1)
+    if len(data) > MAX_NOTEBOOK_BYTES:  # it grew while being read
+        raise NotANotebook(f"the file is larger than {MAX_NOTEBOOK_BYTES // 2**20} MB; it was not read")
+    return data
+
+
 def _exercises_named_by(name: str, root: Path) -> list[str]:
     """The exercise ids of the course notebook called ``name`` (for marking an unreadable file)."""
     path = solution_dir(root) / name
@@ -106,13 +143,11 @@ def grade_folder(
         raise NotADirectoryError(f"FOLDER must be a folder of learner notebooks, got {folder}")
     root = repo_root(root)
     out = Path(out_dir).resolve() if out_dir else folder
-    submissions = []
+    submissions: list[tuple[str, Path, bytes | NotANotebook]] = []
     for learner, path in learner_notebooks(folder):
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-            with os.fdopen(fd, "rb") as f:
-                submissions.append((learner, path, f.read()))
-        except OSError as exc:
+            submissions.append((learner, path, read_submission(path)))
+        except NotANotebook as exc:
             submissions.append((learner, path, exc))
     links = symlinked_notebooks(folder)
     if not submissions:
@@ -121,39 +156,40 @@ def grade_folder(
     progress(f"learner code runs {confined.how}")
     course = CourseFiles.take(root)
     lock = threading.Lock()
-    table: dict[str, dict[str, str]] = {}
-    details: dict[str, list[str]] = {}
+    copies: dict[tuple[str, str], list[Copy]] = {}  # (learner, course notebook) -> each file graded as it
     notes: dict[str, list[str]] = {}
     for link in links:
         relative = link.relative_to(folder)
         learner = relative.parts[0] if len(relative.parts) > 1 else relative.stem
         notes.setdefault(learner, []).append(f"{relative.as_posix()}: a symbolic link, not graded")
-        table.setdefault(learner, {})
 
-    def record(learner: str, statuses: dict[str, str], detail: list[str], note: list[str]) -> None:
+    def record(learner: str, copy: Copy | None, note: list[str]) -> None:
+        """Keep one file's outcome and write the tables again: what is decided is on disk at once."""
         with lock:
-            table.setdefault(learner, {}).update(statuses)
-            details.setdefault(learner, []).extend(detail)
             notes.setdefault(learner, []).extend(note)
+            if copy is not None:
+                copies.setdefault((learner, copy.notebook), []).append(copy)
+            table, details, all_notes = counted_copies(copies, notes)
+            write_tables(table, details, out, all_notes, confined.how)
 
-    def grade_one(item: tuple[str, Path, bytes | OSError]) -> None:
+    def grade_one(item: tuple[str, Path, bytes | NotANotebook]) -> None:
         learner, path, data = item
         where = path.relative_to(folder).as_posix()
         try:
-            if isinstance(data, OSError):
-                raise NotANotebook(f"the file cannot be read ({data.strerror})")
+            if isinstance(data, NotANotebook):
+                raise data
             result = check_notebook(parse_learner(data), path.name, root, timeout, course=course,
                                     confined=confined)
         except NotANotebook as exc:
             progress(f"{learner}: {where}: {exc}")
             marked = dict.fromkeys(_exercises_named_by(path.name, root), NOT_A_NOTEBOOK)
-            record(learner, marked, [], [f"{where}: {exc}"])
+            record(learner, Copy(where, path.name, marked, [], [f"{where}: {exc}"]), [])
         except (NotebookError, GradingError) as exc:
             progress(f"{learner}: {where}: {exc}")
-            record(learner, {}, [], [f"{where}: {exc}"])
+            record(learner, None, [f"{where}: {exc}"])
         except Exception as exc:  # a failure of the grader on one file must not cost the others their grades
             progress(f"{learner}: {where}: grading failed: {type(exc).__name__}: {exc}")
-            record(learner, {}, [], [f"{where}: grading failed: {type(exc).__name__}: {exc}"])
+            record(learner, None, [f"{where}: grading failed: {type(exc).__name__}: {exc}"])
         else:
             progress(f"{learner}: {where}: {sum(s.status == PASSED for s in result.exercises)}"
                      f"/{len(result.exercises)} passed ({result.seconds:.0f} s)")
@@ -161,14 +197,50 @@ def grade_folder(
             detail = [f"Exercise {s.exercise.id}: {s.detail}" for s in result.exercises
                       if s.status not in (PASSED, NOT_DONE, NOT_RUN)]
             recognised = [f"{where}: {note}" for note in result.notes if note.startswith("recognised")]
-            record(learner, statuses, detail, recognised)
+            record(learner, Copy(where, result.solution.name, statuses, detail, recognised), [])
 
-    try:
-        with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
-            list(pool.map(grade_one, submissions))
-    finally:
-        write_tables(table, details, out, notes, confined.how)
+    with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
+        list(pool.map(grade_one, submissions))
+    with lock:
+        table, details, all_notes = counted_copies(copies, notes)
+        write_tables(table, details, out, all_notes, confined.how)
     return table
+
+
+
+@dataclass
+class Copy:
+    """One file's outcome: where it is, which course notebook it was graded as, its statuses and notes."""
+
+    where: str
+    notebook: str
+    statuses: dict[str, str]
+    details: list[str]
+    notes: list[str]
+
+    @property
+    def passes(self) -> int:
+        return sum(status == PASSED for status in self.statuses.values())
+
+
+def counted_copies(copies: dict[tuple[str, str], list[Copy]], notes: dict[str, list[str]]
+                   ) -> tuple[dict[str, dict[str, str]], dict[str, list[str]], dict[str, list[str]]]:
+    """The table, details and notes from the copies kept so far; of two copies ``COPY_RULE`` picks one."""
+    table: dict[str, dict[str, str]] = {learner: {} for learner in notes}
+    details: dict[str, list[str]] = {}
+    all_notes = {learner: list(lines) for learner, lines in notes.items()}
+    for (learner, notebook), found in sorted(copies.items()):
+        ranked = sorted(found, key=lambda c: (-c.passes, c.where))
+        chosen = ranked[0]
+        table.setdefault(learner, {}).update(chosen.statuses)
+        details.setdefault(learner, []).extend(chosen.details)
+        kept = all_notes.setdefault(learner, [])
+        kept.extend(chosen.notes)
+        if len(ranked) > 1:
+            others = ", ".join(f"{c.where} ({c.passes} passed)" for c in ranked[1:])
+            kept.append(f"{len(ranked)} copies of {notebook}: {chosen.where} ({chosen.passes} passed) counted, "
+                        f"not {others} — {COPY_RULE}")
+    return table, details, all_notes
 
 
 def _columns(table: dict[str, dict[str, str]]) -> list[str]:

@@ -12,9 +12,13 @@ time limit with an interrupt past it, a dead kernel noticed). What is ours:
   kernel killed, with its whole sandbox; a kernel that exits (``exit()``,
   ``os._exit``, a crash, a memory or CPU limit) is reported in words (``death``);
 * what comes back is bounded: messages over ``MAX_MESSAGE_BYTES`` are dropped by ZeroMQ,
-  and a cell's stored output is capped (``MAX_OUTPUT_CHARS``);
+  and a cell's stored output is capped (``MAX_OUTPUT_CHARS``); widget (comm) messages
+  count against the same cap and their state is never kept (the grader shows no widgets);
 * ``rpc`` runs one agent request and returns the one reply that carries its nonce;
-* the kernel's peak memory, read from its sandbox.
+* the kernel's peak memory, read from its sandbox;
+* without a cgroup (a normal user), a watchdog thread adds up the resident memory of all
+  the sandbox's processes every ``WATCH_SECONDS`` and kills the sandbox past
+  ``MEMORY_BYTES`` (``memory_total``): a total, as the cgroup gives root.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,7 +45,7 @@ from nbclient.exceptions import DeadKernelError
 
 from prenorm_course.exercises.agent import REPLY_MIME
 from prenorm_course.exercises.remote import KernelStopped, LearnerTimeout, NoAnswer
-from prenorm_course.exercises.sandbox import MEMORY_BYTES, TRUSTED, Sandbox, kernel_env
+from prenorm_course.exercises.sandbox import MEMORY_BYTES, TRUSTED, Sandbox, kernel_env, resident_kb
 
 MAX_MESSAGE_BYTES = 64 * 2**20
 MAX_OUTPUT_CHARS = 1_000_000  # stored per cell, for comparing with the course run
@@ -50,6 +55,7 @@ INTERRUPT_GRACE = 10.0
 KERNEL_COMMAND = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
                   "--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
 MEMORY_LIMIT_GIB = MEMORY_BYTES / 2**30
+WATCH_SECONDS = 0.5  # how often the watchdog adds up the sandbox's memory (no cgroup)
 OK, ERROR, TIMEOUT, DIED = "ok", "error", "timeout", "died"
 
 
@@ -112,6 +118,19 @@ class _Client(NotebookClient):
         self.timed_out = True
         return await super()._async_handle_timeout(timeout, cell)
 
+    def _within_cap(self, cell_index: int, size: int) -> bool:
+        """Count ``size`` against the cell's output cap; False once the cap is passed."""
+        if self.chars.get(cell_index, 0) + size > MAX_OUTPUT_CHARS:
+            return False
+        self.chars[cell_index] = self.chars.get(cell_index, 0) + size
+        return True
+
+    def handle_comm_msg(self, outs: list, msg: dict, cell_index: int) -> None:
+        """A widget message: under the output cap (its buffers too), else dropped; no state is stored."""
+        size = len(json.dumps(msg.get("content", {}), default=str)) + sum(len(b) for b in msg.get("buffers") or [])
+        if self._within_cap(cell_index, size):
+            super().handle_comm_msg(outs, msg, cell_index)
+
     def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> Any:
         data = msg.get("content", {}).get("data") or {}
         if REPLY_MIME in data:  # a check's answer: not a learner output, not capped, but few
@@ -119,10 +138,8 @@ class _Client(NotebookClient):
             if self.replies[cell_index] > MAX_REPLIES:
                 return None
             return super().output(outs, msg, display_id, cell_index)
-        size = len(json.dumps(msg.get("content", {}), default=str))
-        if self.chars.get(cell_index, 0) + size > MAX_OUTPUT_CHARS:
+        if not self._within_cap(cell_index, len(json.dumps(msg.get("content", {}), default=str))):
             return None
-        self.chars[cell_index] = self.chars.get(cell_index, 0) + size
         return super().output(outs, msg, display_id, cell_index)
 
 
@@ -138,6 +155,9 @@ class Kernel:
         self._loop = asyncio.new_event_loop()
         self._log: Any = None
         self._cells = nbformat.v4.new_notebook()
+        self.memory_total = MEMORY_BYTES
+        self._over_memory = False
+        self._stop_watch = threading.Event()
 
     # -- life ---------------------------------------------------------------------------
 
@@ -158,7 +178,7 @@ class Kernel:
         self.km = SandboxKernelManager(self.sandbox, context=context)
         self.client = _Client(self._cells, km=self.km, allow_errors=True, interrupt_on_timeout=True,
                               startup_timeout=int(STARTUP_TIMEOUT), iopub_timeout=4, record_timing=False,
-                              kernel_name="python3")
+                              kernel_name="python3", store_widget_state=False)
 
         async def start() -> None:
             await self.km.start_kernel(env=kernel_env(self.sandbox.workdir), cwd=str(self.sandbox.workdir),
@@ -171,6 +191,19 @@ class Kernel:
                 raise KernelStopped(f"the kernel did not start: {exc}: {self._log_tail()}") from None
 
         self._run(start())
+        if self.sandbox.cgroup is None:
+            threading.Thread(target=self._watch_memory, daemon=True).start()
+
+    def _watch_memory(self) -> None:
+        """Kill the sandbox once its processes together hold more than ``memory_total`` (no cgroup here)."""
+        while not self._stop_watch.wait(WATCH_SECONDS):
+            process = self._process
+            if process is None or process.poll() is not None:
+                return
+            if resident_kb(process.pid) * 1024 > self.memory_total:
+                self._over_memory = True
+                self._kill()
+                return
 
     def _log_tail(self) -> str:
         if self._log is None:
@@ -201,6 +234,7 @@ class Kernel:
                 process.wait(timeout=30)
 
     def stop(self) -> None:
+        self._stop_watch.set()
         if self.alive():
             self._read_peak_memory()
         if self.km is not None:
@@ -224,7 +258,7 @@ class Kernel:
             return False
         if not self.death:
             self.death = _death(process.returncode, wrapped=self.sandbox.mode != TRUSTED)
-            if self.sandbox.cgroup is not None and self.sandbox.cgroup.oom_killed():
+            if self._over_memory or (self.sandbox.cgroup is not None and self.sandbox.cgroup.oom_killed()):
                 self.death = "the kernel ran out of memory (its sandbox may use " \
                              f"{MEMORY_LIMIT_GIB:g} GiB in all) and was stopped"
         return True

@@ -3,7 +3,8 @@
 Every kernel gets a fresh folder holding a copy of what a notebook needs -- the course
 library ``prenorm_lib`` with its experiment records -- taken as bytes once,
 before any learner code ran (``CourseFiles``), so a submission that rewrites its copy
-changes nothing for the next one.
+changes nothing for the next one. A graded kernel's copy lacks the answers to its
+notebook's exercises (``CourseFiles.for_grading``, :mod:`withheld`).
 
 Confinement is bubblewrap's (``bwrap``), not ours. Each kernel runs in new network, pid,
 IPC, UTS and mount namespaces (``--unshare-net --unshare-pid ...``), dies with the
@@ -17,13 +18,23 @@ namespace ends and every process the learner started ends with it.
 
 As root the learner's code runs as a fresh unprivileged user (``setpriv`` inside the
 sandbox, every capability dropped, ``no_new_privs``); as anyone else bubblewrap makes a
-user namespace and the kernel runs as that user.
+user namespace and the kernel runs as that user. In both, a seccomp filter
+(``no_user_namespaces``, made with libseccomp) refuses every new user namespace inside
+the sandbox (``unshare``/``clone`` with ``CLONE_NEWUSER``, ``setns``; ``clone3`` says
+"not implemented", so the C library falls back to ``clone``), and the sandbox's own
+``/`` is read-only: what the kernel writes goes to its folder or its size-limited
+memory folders. Its folder may lie under any ``TMPDIR``: the folders above it are made
+reachable inside the sandbox.
 
 Limits on the whole sandbox: where a cgroup can be made (root, cgroup v1 or v2), one
 per kernel caps the memory of all its processes together (``MEMORY_BYTES``, memory
-folders included) and their number (``MAX_PROCESSES``). Without one, the limits are
-per process (``prlimit``: address space, CPU time, file size, open files; as root also
-the number of processes of the kernel's own user) and ``confinement()`` says so.
+folders included) and their number (``MAX_PROCESSES``). Without one, each process gets
+``prlimit``'s limits (address space, CPU time, file size, open files), and the kernel's
+watchdog (:mod:`kernel`) stops the sandbox when its processes together hold more than
+``MEMORY_BYTES`` (their resident memory, read every ``WATCH_SECONDS``). The number of
+processes is a total in any case: as root that of the kernel's own user, as a normal
+user (``RLIMIT_NPROC`` counts every process of the real user) ``MAX_PROCESSES`` more
+than the user runs when the kernel starts.
 
 No silent fallback: if bubblewrap cannot start a kernel here, ``confinement()`` raises
 unless the teacher asked for ``trusted`` mode, which runs the kernel as a plain child
@@ -33,6 +44,7 @@ process and is printed as such in every report.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import secrets
@@ -46,6 +58,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import prenorm_lib
+from prenorm_course.exercises.paths import solution_notebooks
+from prenorm_course.exercises.withheld import withheld_files
 
 CONFINED, TRUSTED = "bubblewrap", "trusted"
 MEMORY_BYTES = 6 * 2**30  # all processes of a kernel together (cgroup), or each one's address space
@@ -66,6 +80,7 @@ class CourseFiles:
     """The bytes a kernel needs from the course, read once before any learner code runs."""
 
     files: dict[str, bytes] = field(default_factory=dict)
+    graded: dict[str, CourseFiles] = field(default_factory=dict)  # notebook -> its graded copy, made by take
 
     @classmethod
     def take(cls, root: Path) -> CourseFiles:
@@ -82,7 +97,16 @@ class CourseFiles:
         files["prenorm_course/exercises/__init__.py"] = b""
         for name in ("agent.py", "wire.py"):
             files[f"prenorm_course/exercises/{name}"] = (tools / name).read_bytes()
-        return cls(files)
+        course = cls(files)
+        for path in solution_notebooks(root):  # made here, once, before grading threads start
+            course.for_grading(path.name)
+        return course
+
+    def for_grading(self, notebook: str) -> CourseFiles:
+        """These files with the answers to ``notebook``'s exercises stubbed out (see :mod:`withheld`)."""
+        if notebook not in self.graded:
+            self.graded[notebook] = CourseFiles(withheld_files(self.files, notebook))
+        return self.graded[notebook]
 
     def write(self, folder: Path) -> None:
         for relative, data in self.files.items():
@@ -260,13 +284,58 @@ def _system_binds() -> list[str]:
     return args
 
 
-def _limits(cgroup: Cgroup | None, uid: int | None) -> list[str]:
+def tasks_of_user(uid: int) -> int:
+    """How many processes and threads the real user ``uid`` runs now (what ``RLIMIT_NPROC`` counts)."""
+    count = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError, StopIteration, ValueError, IndexError):
+            lines = status.read_text().splitlines()
+            if int(next(x for x in lines if x.startswith("Uid:")).split()[1]) == uid:
+                count += int(next(x for x in lines if x.startswith("Threads:")).split()[1])
+    return count
+
+
+def _limits(cgroup: Cgroup | None, uid: int | None, mode: str) -> list[str]:
     prlimit = shutil.which("prlimit") or "/usr/bin/prlimit"
     args = [prlimit, f"--cpu={CPU_SECONDS}", f"--fsize={FILE_BYTES}", "--nofile=1024", "--core=0",
             f"--as={MEMORY_BYTES}"]
     if cgroup is None and uid is not None:  # the kernel's own user: the count of its processes is the sandbox's
         args.append(f"--nproc={MAX_PROCESSES}")
+    elif cgroup is None and mode == CONFINED and not _root():  # a normal user: a total over the real user
+        args.append(f"--nproc={tasks_of_user(os.getuid()) + MAX_PROCESSES}")
     return [*args, "--"]
+
+
+SECCOMP_FD = 3  # the filter's file descriptor for bubblewrap (opened by the shell that starts it)
+CLONE_NEWUSER = 0x10000000
+
+
+@functools.cache
+def no_user_namespaces() -> bytes:
+    """A seccomp program (BPF, for this machine's architecture) that refuses new user namespaces.
+
+    ``unshare`` and ``clone`` with ``CLONE_NEWUSER`` and every ``setns`` fail with EPERM;
+    ``clone3`` (whose flags a filter cannot read) fails with ENOSYS, on which the C
+    library falls back to ``clone``. Everything else is allowed. libseccomp compiles it
+    (through ``pyseccomp``); it adds the architecture check, so a system call through
+    another ABI (i386, x32) is refused too.
+    """
+    try:
+        import pyseccomp as seccomp
+
+        rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+    except (ImportError, OSError, RuntimeError) as exc:
+        raise ConfinementUnavailable(f"libseccomp cannot be used here ({exc}); apt-get install libseccomp2, "
+                                     "and pip install -r requirements.txt") from None
+    new_user = seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER)
+    rules.add_rule(seccomp.ERRNO(errno.EPERM), "unshare", new_user)
+    rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", new_user)
+    rules.add_rule(seccomp.ERRNO(errno.EPERM), "setns")
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    with tempfile.TemporaryFile() as f:
+        rules.export_bpf(f)
+        f.seek(0)
+        return f.read()
 
 
 def bwrap_command(stage: Path, uid: int | None, kernel_command: list[str]) -> list[str]:
@@ -294,7 +363,12 @@ def bwrap_command(stage: Path, uid: int | None, kernel_command: list[str]) -> li
                 args += ["--perms", "0755", "--dir", str(parent)]
                 made.add(parent)
         args += ["--ro-bind", str(path), str(path)]
-    args += ["--bind", str(stage), str(stage), "--chdir", str(stage)]
+    for parent in reversed(stage.parents[:-1]):  # a TMPDIR other than /tmp: its folders must be reachable
+        if parent not in made:
+            args += ["--perms", "0755", "--dir", str(parent)]
+            made.add(parent)
+    args += ["--bind", str(stage), str(stage), "--chdir", str(stage), "--remount-ro", "/",
+             "--seccomp", str(SECCOMP_FD)]
     if uid is not None:  # root: bubblewrap sets the sandbox up, then the learner's code runs as ``uid``
         setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
         args += ["--", setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
@@ -339,10 +413,13 @@ def confinement(trusted: bool = False) -> Confinement:
     base = _cgroup_base()
     limits = (f"a {base[0]} cgroup per kernel: {MEMORY_BYTES // 2**30} GiB of memory and {MAX_PROCESSES} "
               "processes in all" if base else
-              f"no cgroup here: {MEMORY_BYTES // 2**30} GiB address space per process"
-              + (f", {MAX_PROCESSES} processes (its own user)" if _root() else ""))
-    return Confinement(CONFINED, f"bubblewrap: no network, own pid/IPC/mount namespaces, read-only system, "
-                                 f"as {who}; {limits}; private /tmp and /dev/shm of {TMP_BYTES // 2**20} MiB each")
+              f"no cgroup here: {MEMORY_BYTES // 2**30} GiB of memory in all (the grader's watchdog) and of "
+              "address space per process, "
+              + (f"{MAX_PROCESSES} processes (its own user)" if _root() else
+                 f"{MAX_PROCESSES} processes more than the user runs (a total)"))
+    return Confinement(CONFINED, f"bubblewrap: no network, own pid/IPC/mount namespaces, read-only system and /, "
+                                 f"no user namespaces inside, as {who}; {limits}; private /tmp and /dev/shm of "
+                                 f"{TMP_BYTES // 2**20} MiB each")
 
 
 _used_uids: set[int] = set()
@@ -400,10 +477,14 @@ class Sandbox:
                 os.lchown(os.path.join(folder, name), self.uid, self.uid)
 
     def command(self, kernel_command: list[str]) -> list[str]:
-        limits = _limits(self.cgroup, self.uid)
+        limits = _limits(self.cgroup, self.uid, self.mode)
         if self.mode == TRUSTED:
             return [*limits, *kernel_command]
-        command = [*limits, *bwrap_command(self.stage, self.uid, kernel_command)]
+        seccomp = self.stage / "no-user-namespaces.bpf"  # read when the kernel starts, before any learner code
+        seccomp.write_bytes(no_user_namespaces())
+        opened = f'f=$1; shift; exec "$@" {SECCOMP_FD}<"$f"'
+        command = [*limits, "/bin/sh", "-c", opened, "sh", str(seccomp),
+                   *bwrap_command(self.stage, self.uid, kernel_command)]
         if self.cgroup is not None:  # enter the cgroup(s) before anything else starts
             procs = [str(p) for p in self.cgroup.procs()]
             enter = 'for p; do [ "$p" = -- ] && break; echo $$ > "$p" || exit 125; shift; done; shift; exec "$@"'
@@ -438,11 +519,20 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _hwm_kb(pid: int) -> int:
+def _status_kb(pid: int, field: str) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field):
                 return int(line.split()[1])
     except (OSError, ValueError):
         pass
     return 0
+
+
+def _hwm_kb(pid: int) -> int:
+    return _status_kb(pid, "VmHWM:")
+
+
+def resident_kb(pid: int) -> int:
+    """The memory all processes of a sandbox hold now (their resident sizes added), from its first process."""
+    return sum(_status_kb(p, "VmRSS:") for p in _descendants(pid))

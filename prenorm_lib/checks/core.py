@@ -53,6 +53,7 @@ import torch
 
 __all__ = [
     "Hint", "NotDone", "call_learner", "describe", "exercise", "expect", "expect_choice", "expect_close",
+    "expect_trains",
     "fresh_generator", "object_facts", "passed", "probe", "refuse_library_calls", "refuse_library_object", "todo",
 ]
 
@@ -351,6 +352,49 @@ def call_learner(exercise_id: str, fn: Callable[..., Any], *args: Any, arg_names
         name = _argument_name(changed[0], arg_names)
         raise Hint(exercise_id, in_place_hint(name, (in_place or {}).get(name, "")))
     return result
+
+
+# --- facts re-derived from values: a gradient step ------------------------------------------
+
+
+def gradient_step(module: Any, x: torch.Tensor, direction: torch.Tensor, lr: float) -> None:
+    """One plain SGD step on ``module.parameters()`` for the loss ``sum(module(x) * direction)`` (a probe).
+
+    An output that depends on no parameter through autograd takes no step (the output
+    afterwards then tells).
+    """
+    for parameter in module.parameters():
+        parameter.grad = None
+    out = module(x)
+    if not (isinstance(out, torch.Tensor) and out.requires_grad):
+        return
+    (out * direction).sum().backward()
+    with torch.no_grad():
+        for parameter in module.parameters():
+            if parameter.grad is not None:
+                parameter -= lr * parameter.grad
+
+
+def expect_trains(exercise_id: str, anchor: Any, module: Any, reference: Callable[..., torch.Tensor],
+                  weights: Mapping[str, torch.Tensor], x: torch.Tensor, hint: str, lr: float = 0.5) -> None:
+    """The learner's ``module`` learns like ``reference(x, **weights)``: checked from values, not reported facts.
+
+    Whether a weight is an ``nn.Parameter`` that forward uses is something the learner's
+    kernel could misreport. So the module takes one SGD step (``gradient_step``, where it
+    lives) on a loss whose gradient the grader computes itself from ``weights`` (the
+    module's current weights, which the checker gave it); afterwards its output on fresh
+    inputs must equal the reference with the weights moved by exactly that step. A weight
+    the optimiser does not see, or one forward does not use, leaves a different output.
+    """
+    gen = fresh_generator()
+    direction = torch.randn(reference(x, **weights).shape, generator=gen)
+    moving = {name: value.detach().clone().requires_grad_(True) for name, value in weights.items()}
+    (reference(x, **moving) * direction).sum().backward()
+    stepped = {name: (value - lr * value.grad).detach() for name, value in moving.items()}
+    after = torch.randn(x.shape, generator=gen)
+    probe(anchor, gradient_step, module, x, direction, lr)
+    got = call_learner(exercise_id, module, after, arg_names=("x",))
+    expect_close(exercise_id, got, reference(after, **stepped), hint)
 
 
 # --- the library's own copy is not an answer -----------------------------------------------

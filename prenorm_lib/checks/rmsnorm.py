@@ -28,6 +28,7 @@ from prenorm_lib.checks.core import (
     expect,
     expect_choice,
     expect_close,
+    expect_trains,
     fresh_generator,
     n_parameters,
     object_facts,
@@ -274,6 +275,8 @@ def rms_norm_module(cls: type) -> None:
         MODULE, isinstance(got, torch.Tensor) and got.requires_grad,
         "the output does not depend on self.weight through autograd — call the kernel with the parameter itself",
     )
+    expect_trains(MODULE, cls, module, lambda x, weight: functional.rms_norm(x, weight), {"weight": gain}, x,
+                  "after one gradient step the output is wrong — self.weight must be the nn.Parameter forward uses")
 
     small = 0.1 * x  # mean square ≈ 0.01: eps = 0.5 changes the result a lot
     ones = torch.ones(d_model)

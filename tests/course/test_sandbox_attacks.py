@@ -13,17 +13,20 @@ that cannot be done it skips, unless PRENORM_REQUIRE_USER=1 makes the skip a fai
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from prenorm_course.exercises import kernel as kernel_module
 from prenorm_course.exercises import sandbox
 from prenorm_course.exercises.grade import learner_notebooks, md_text, write_tables
 from prenorm_course.exercises.kernel import Kernel
@@ -261,3 +264,115 @@ def test_grading_two_at_a_time_has_no_cross_talk(tmp_path: Path):
     assert int(procs_a) <= 3 and int(procs_b) <= 3
     if os.geteuid() == 0:
         assert uid_a != uid_b
+
+
+# --- bounded in every mode (issue 31): user namespaces, the sandbox's /, process totals, TMPDIR, widgets ---
+
+NESTED_USERNS = ("import subprocess\n"
+                 "run = subprocess.run(['unshare', '--user', '--map-root-user', 'true'],\n"
+                 "                     capture_output=True, text=True)\n"
+                 "print(run.returncode != 0 and 'Operation not permitted' in run.stderr)")
+
+
+def test_no_user_namespace_can_be_made_inside_the_sandbox():
+    with _kernel() as kernel:
+        assert _out(kernel.run_cell(NESTED_USERNS, 30)) == "True"
+        assert _out(kernel.run_cell("import threading\nt = threading.Thread(target=print, args=('thread',))\n"
+                                    "t.start(); t.join()", 30)) == "thread"  # threads still start (clone3 → clone)
+
+
+def test_the_kernel_starts_under_a_tmpdir_other_than_tmp(monkeypatch):
+    parent = Path("/var/tmp")
+    if not (parent.is_dir() and os.access(parent, os.W_OK)):
+        pytest.skip("no writable /var/tmp here")
+    top = Path(tempfile.mkdtemp(prefix="prenorm-tmpdir-", dir=parent))
+    os.chmod(top, 0o755)
+    monkeypatch.setattr(tempfile, "tempdir", str(top))
+    try:
+        with _kernel() as kernel:
+            assert str(kernel.sandbox.stage).startswith(str(top))
+            assert _out(kernel.run_cell("print('started')", 30)) == "started"
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_widget_messages_count_against_the_output_cap():
+    flood = ("from comm import create_comm\n"
+             "c = create_comm(target_name='prenorm-flood', data={})\n"
+             "for _ in range(12):\n    c.send(data={'state': {'v': 'x' * 4 * 2**20}, 'buffer_paths': []})\n"
+             "print('sent')")
+    with _kernel() as kernel:
+        run = kernel.run_cell(flood, 60)
+        client = kernel.client
+        kept = len(json.dumps(client.widget_state)) + len(json.dumps(client.widget_buffers, default=str))
+        counted = client.chars.get(0, 0)
+    assert run.status == "ok", run
+    assert kept < kernel_module.MAX_OUTPUT_CHARS and counted <= kernel_module.MAX_OUTPUT_CHARS, (kept, counted)
+
+
+def _as_a_normal_user(script: str, monkeypatch) -> subprocess.CompletedProcess:
+    """``script`` (standard library only) in the sandbox a normal user gets: a user namespace, no cgroup.
+
+    As a normal user, the grader's own sandbox. As root, the command a normal user's grader
+    builds, run as nobody with the system's Python (the grader's may lie where nobody can read).
+    """
+    if os.geteuid() != 0:
+        box = Sandbox.create(CONFINED, CourseFiles({}))
+        try:
+            return subprocess.run(box.command([sys.executable, "-c", script]), capture_output=True, text=True,
+                                  env=sandbox.kernel_env(box.workdir), timeout=120)
+        finally:
+            box.remove()
+    python = Path("/usr/bin/python3")
+    probe = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", shutil.which("bwrap"),
+                            "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "true"], capture_output=True)
+    if probe.returncode != 0 or not python.exists():
+        _skip_unless_required(f"unprivileged user namespaces or /usr/bin/python3 missing: {probe.stderr.decode()}")
+    box = Sandbox.create(CONFINED, CourseFiles({}))
+    box.uid = None
+    if box.cgroup is not None:
+        box.cgroup.remove()
+        box.cgroup = None
+    os.chown(box.stage, 65534, 65534)
+    with monkeypatch.context() as patched:  # the command as nobody's grader would build it
+        patched.setattr(sandbox, "_root", lambda: False)
+        patched.setattr(os, "getuid", lambda: 65534)
+        patched.setattr(sandbox, "interpreter_paths", lambda: [])
+        command = box.command([str(python), "-c", script])
+    try:
+        return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command],
+                              capture_output=True, text=True, env=sandbox.kernel_env(box.workdir), timeout=120)
+    finally:
+        box.remove()
+
+
+def test_as_a_normal_user_the_sandbox_root_is_read_only_and_no_user_namespace_is_made(monkeypatch):
+    script = ("import os\ntry:\n    open('/planted', 'w').write('x' * 2**20)\n    print('wrote')\n"
+              "except OSError:\n    print('refused')\n" + NESTED_USERNS)
+    proc = _as_a_normal_user(script, monkeypatch)
+    assert proc.stdout.split() == ["refused", "True"], proc.stderr
+
+
+def test_as_a_normal_user_processes_are_a_total(monkeypatch):
+    """400 children at once: RLIMIT_NPROC stops them near MAX_PROCESSES (it counts all of the real user's)."""
+    script = ("import subprocess\nchildren = []\ntry:\n    for _ in range(400):\n"
+              "        children.append(subprocess.Popen(['sleep', '30']))\nexcept OSError:\n    pass\n"
+              "print(len(children))\nfor child in children:\n    child.kill()\n    child.wait()")
+    proc = _as_a_normal_user(script, monkeypatch)
+    assert proc.stdout.strip() and int(proc.stdout.split()[0]) <= sandbox.MAX_PROCESSES, (proc.stdout, proc.stderr)
+
+
+def test_without_a_cgroup_the_sandbox_memory_is_a_total():
+    """Three helpers of 400 MB each, under a 1 GiB total: each is within its own limit, together they are not."""
+    helpers = ("import subprocess, sys, time\n"
+               "hog = 'b = bytearray(400 * 2**20)\\nimport time\\ntime.sleep(60)'\n"
+               "children = [subprocess.Popen([sys.executable, '-c', hog]) for _ in range(3)]\n"
+               "time.sleep(30)\nprint('all held')")
+    kernel = _kernel()
+    if kernel.sandbox.cgroup is not None:  # as root here: take the path a normal user's grader takes
+        kernel.sandbox.cgroup.remove()
+        kernel.sandbox.cgroup = None
+    kernel.memory_total = 2**30
+    with kernel:
+        run = kernel.run_cell(helpers, 60)
+    assert run.status == "died" and "ran out of memory" in kernel.death, (run, kernel.death)

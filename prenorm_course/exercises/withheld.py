@@ -1,0 +1,185 @@
+"""What a graded kernel's copy of ``prenorm_lib`` lacks: the answers to the notebook's exercises.
+
+In ``check`` and ``grade`` the learner's kernel imports a copy of the library (see
+:mod:`sandbox`). For each course notebook, ``WITHHELD`` names the library's
+implementations of what its exercises ask for, and every helper that computes the same
+thing; in the kernel's copy each of them is replaced, in its source file, by a stub that
+raises ``ImportError`` saying it is withheld while grading. Importing it under another
+name, loading its file again (``spec_from_file_location``), ``exec`` of the file's text
+or subclassing it finds only the stub: nothing in the kernel computes the answer. The
+checkers compute their references in the grader, from the complete library.
+
+The checkers (``prenorm_lib/checks``) hold reference copies of the answers, so in a
+graded kernel each checker module keeps only its probes -- the functions a checker runs
+where the learner's object lives (``probe(obj, function, ...)``: give a module the
+checker's weights, count calls) -- with the imports and the definitions they use
+(``probes_only``); ``core`` (comparisons, the kernel-side facts) is kept whole: it holds
+no answer. The inline run of a notebook (self-study, ``verify``'s unfilled run) keeps
+the complete library. A cell outside the exercises that uses a withheld piece fails in the graded run
+only; ``check`` does not count that cell, nor the unedited cells after it, against the
+learner (they may need its results), and says so in a note.
+
+**Adding a notebook** (e.g. 06, "Your Transformer"): add one entry to ``WITHHELD``, the
+notebook's file name mapped to ``"module:name"`` strings -- a function or class of a
+``prenorm_lib`` module (``"prenorm_lib.layers:Linear"``) or a method
+(``"prenorm_lib.block:TransformerBlock.pre_norm_forward"``). A name that is not defined
+in that module is an error when the kernel's copy is made (``withheld_files``), so a
+renamed implementation cannot silently come back. What stays a lint: torch's own
+implementation of an answer (``F.rms_norm``, fused attention, ``aten`` ops) is part of
+torch, which the kernel needs; the checkers' refusal of such calls reads the learner's
+source.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+from collections.abc import Iterable, Mapping
+
+MARKER = "withheld while grading"
+# Python 3.11's ast.parse is not safe in two threads at once ("AST constructor recursion depth mismatch",
+# cpython issue 106905), and grade checks two notebooks at a time: the copies are made one at a time.
+_PARSING = threading.Lock()
+
+WITHHELD: dict[str, tuple[str, ...]] = {
+    # 1.2 (the module) only: 1.2 tells the learner to call the library kernel ``functional.rms_norm``, so
+    # 1.1's answer (``functional.rms_norm``, and ``prms_norm``, the same over a fraction of the channels)
+    # can be withheld only once 1.2 calls the learner's own kernel instead.
+    "01_rmsnorm.ipynb": ("prenorm_lib.norm:RMSNorm",),
+    "02_swiglu_silu_relu.ipynb": (
+        "prenorm_lib.functional:silu",  # 2.1
+        "prenorm_lib.functional:swiglu",  # 2.2, and the kernel of every gated FFN (SwiGLU with its activation)
+        "prenorm_lib.functional:gated_ffn",
+        "prenorm_lib.ffn:GatedFeedForward",  # the base of SwiGLU, GEGLU, ReGLU, Bilinear: computes SwiGLU with SiLU
+        "prenorm_lib.ffn:SwiGLU",
+        "prenorm_lib.ffn:swiglu_hidden_dim",  # 2.3
+        "prenorm_lib.ffn:default_hidden_dim",  # swiglu_hidden_dim for a gated kind
+    ),
+    # 3.2 and the layer; 3.1's table stays (``functional.rope_angles``): 3.3's solution reads it through
+    # ``wavelengths`` -- withhold it once 3.3 computes the wavelengths itself.
+    "03_rope.ipynb": (
+        "prenorm_lib.functional:apply_rope",  # 3.2
+        "prenorm_lib.rope:RotaryPositionalEmbedding",  # 3.1 and 3.2 together
+        "prenorm_lib.rope:rotation_matrix",  # the same rotation, as a matrix
+        "prenorm_lib.rope:rotate_complex",  # the same rotation, as complex numbers
+    ),
+    "04_attention.ipynb": (
+        "prenorm_lib.functional:softmax",  # 4.1
+        "prenorm_lib.functional:scaled_dot_product_attention",  # 4.3
+        "prenorm_lib.attention:MultiHeadSelfAttention",  # 4.4; a block or a model builds one, so they fail too
+    ),
+    # 05: nothing yet. 5.3's check cell trains the three blocks in the kernel, which needs the block's
+    # forward passes (``TransformerBlock.pre_norm_forward``, ``post_norm_forward``: the answers to 5.1 and
+    # 5.2); they can be withheld once those runs come from the notebook's records instead.
+}
+
+
+def withheld_for(notebook: str) -> tuple[str, ...]:
+    """The ``module:name`` entries withheld from the kernel that runs ``notebook`` (a file name)."""
+    return WITHHELD.get(notebook, ())
+
+
+def _stub(name: str, qualified: str, notebook: str, indent: str, is_class: bool) -> list[str]:
+    message = (f"{qualified} is {MARKER} {notebook}: the graded kernel has no copy of an exercise's answer "
+               "(run the notebook yourself to use it)")
+    if is_class:
+        return [f"{indent}class {name}:",
+                f"{indent}    def __init__(self, *args, **kwargs):",
+                f"{indent}        raise ImportError({message!r})"]
+    return [f"{indent}def {name}(*args, **kwargs):",
+            f"{indent}    raise ImportError({message!r})"]
+
+
+def _find(tree: ast.Module, path: list[str]) -> ast.FunctionDef | ast.ClassDef | None:
+    """The definition ``path`` (``["Class", "method"]``) at the top of a module, or None."""
+    body: list[ast.stmt] = tree.body
+    found = None
+    for part in path:
+        found = next((node for node in body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                      and node.name == part), None)
+        if found is None:
+            return None
+        body = found.body if isinstance(found, ast.ClassDef) else []
+    return found
+
+
+def withheld_source(source: str, module: str, names: Iterable[str], notebook: str) -> str:
+    """``source`` of ``module`` with each definition in ``names`` replaced by a stub that raises ImportError."""
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    spans = []
+    for name in names:
+        node = _find(tree, name.split("."))
+        if node is None:
+            raise ValueError(f"withheld: {module} defines no {name!r} (WITHHELD[{notebook!r}] names it)")
+        start = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
+        stub = _stub(node.name, f"{module}.{name}", notebook, " " * node.col_offset, isinstance(node, ast.ClassDef))
+        spans.append((start, node.end_lineno, stub))
+    for start, end, stub in sorted(spans, reverse=True):
+        lines[start:end] = stub
+    return "\n".join(lines) + "\n"
+
+
+CHECKS = "prenorm_lib/checks/"
+CHECKS_KEPT_WHOLE = ("__init__.py", "core.py")
+
+
+def _top_names(node: ast.stmt) -> list[str]:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.Assign | ast.AnnAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+    return []
+
+
+def probes_only(source: str) -> str:
+    """A checker module's ``source`` reduced to its imports and its probes with what they use, nothing else.
+
+    A probe is the second argument of a ``probe(anchor, function, ...)`` call in the module.
+    """
+    tree = ast.parse(source)
+    defined = {name: node for node in tree.body for name in _top_names(node)}
+    wanted = [call.args[1].id for call in ast.walk(tree) if isinstance(call, ast.Call)
+              and isinstance(call.func, ast.Name) and call.func.id == "probe" and len(call.args) > 1
+              and isinstance(call.args[1], ast.Name)]
+    kept: set[int] = set()
+    while wanted:
+        node = defined.get(wanted.pop())
+        if node is None or id(node) in kept:
+            continue
+        kept.add(id(node))
+        wanted += [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in defined]
+    lines = source.splitlines()
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom) or id(node) in kept:
+            start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
+            out += [*lines[start:node.end_lineno], ""]
+    header = '"""A checker module in a graded kernel: only its probes (the checks and references run in the grader)."""'
+    return "\n".join([header, "", *out])
+
+
+def withheld_files(files: Mapping[str, bytes], notebook: str) -> dict[str, bytes]:
+    """The kernel's files for ``notebook``: ``files`` with the withheld definitions stubbed out of their modules.
+
+    And every checker module reduced to its probes (``probes_only``).
+    """
+    with _PARSING:
+        return _withheld_files(files, notebook)
+
+
+def _withheld_files(files: Mapping[str, bytes], notebook: str) -> dict[str, bytes]:
+    changed = {path: probes_only(data.decode("utf-8")).encode()
+               if path.startswith(CHECKS) and path.endswith(".py") and path[len(CHECKS):] not in CHECKS_KEPT_WHOLE
+               else data for path, data in files.items()}
+    by_module: dict[str, list[str]] = {}
+    for entry in withheld_for(notebook):
+        module, _, name = entry.partition(":")
+        by_module.setdefault(module, []).append(name)
+    for module, names in by_module.items():
+        relative = module.replace(".", "/") + ".py"
+        if relative not in files:
+            raise ValueError(f"withheld: no module {module} in the library (WITHHELD[{notebook!r}] names it)")
+        changed[relative] = withheld_source(files[relative].decode("utf-8"), module, names, notebook).encode()
+    return changed
