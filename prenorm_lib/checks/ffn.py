@@ -38,7 +38,8 @@ __all__ = ["hidden_dim", "silu", "swiglu"]
 
 def _matches(got: object, want: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     """True if ``got`` is a tensor of ``want``'s shape with the same values (NaN never matches)."""
-    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+    if (not isinstance(got, torch.Tensor) or got.shape != want.shape or got.is_complex()
+            or got.device.type == "meta" or got.layout != torch.strided):
         return False
     got64, want64 = got.detach().double(), want.detach().double()
     return bool(torch.allclose(got64, want64, atol=atol, rtol=rtol))
@@ -49,7 +50,7 @@ def _first_matching_variant(got: object, x_args: tuple, variants: dict[str, tupl
     for variant, hint in variants.values():
         try:
             expected = variant(*x_args)
-        except RuntimeError:  # a wrong variant may not even run on these shapes
+        except (RuntimeError, IndexError, ValueError):  # a wrong variant may not even run on these shapes
             continue
         if _matches(got, expected):
             return hint
@@ -249,6 +250,24 @@ def _swiglu_case(d_model: int, d_ff: int, lead: tuple[int, ...], dtype=torch.flo
     return x, w1, w2, w3
 
 
+def _swiglu_cases() -> dict[str, tuple[torch.Tensor, ...]]:
+    """Four cases with every width drawn afresh (d_model 4 … 12, d_ff ≠ d_model except in the square case),
+    so a forward that writes in a width, or the 8 and 12 of the notebook's example, fails somewhere."""
+    gen = fresh_generator()
+
+    def width(low: int, high: int) -> int:
+        return int(torch.randint(low, high + 1, (), generator=gen))
+
+    d1, d2, d3, d4 = (width(4, 12) for _ in range(4))
+    f1, f3, f4 = d1 + width(2, 12), d3 + width(2, 12), d4 + width(2, 12)
+    return {
+        f"x of shape (2, 5, {d1}) with d_ff = {f1}": _swiglu_case(d1, f1, (2, 5), gen=gen),
+        f"square weights (d_ff = d_model = {d2})": _swiglu_case(d2, d2, (2, 3), gen=gen),
+        f"a single vector x of shape ({d3},) with d_ff = {f3}": _swiglu_case(d3, f3, (), gen=gen),
+        f"float64 with d_model = {d4}, d_ff = {f4}": _swiglu_case(d4, f4, (4,), dtype=torch.float64, gen=gen),
+    }
+
+
 _LIBRARY_SWIGLU = frozenset({"prenorm_lib.functional.swiglu"})
 _LIBRARY_SWIGLU_CALLS = re.compile(r"\bfunctional\s*\.\s*swiglu\b|\bSwiGLU\s*\(")
 SWIGLU_TASK = ("this exercise asks you to write the forward pass yourself from matrix products and SiLU "
@@ -290,12 +309,7 @@ def swiglu(fn: Callable[..., torch.Tensor]) -> None:
     """Exercise 2.2: check ``fn(x, w1, w2, w3) == W2 (SiLU(W1 x) ⊙ W3 x)``."""
     ex = "2.2"
     refuse_library_object(ex, fn, _LIBRARY_SWIGLU, SWIGLU_TASK)
-    cases = {
-        "x of shape (2, 5, 8) with d_ff = 12": _swiglu_case(8, 12, (2, 5)),
-        "square weights (d_ff = d_model = 8)": _swiglu_case(8, 8, (2, 3)),
-        "a single vector x of shape (8,) with d_ff = 12": _swiglu_case(8, 12, ()),
-        "float64 with d_model = 6, d_ff = 16": _swiglu_case(6, 16, (4,), dtype=torch.float64),
-    }
+    cases = _swiglu_cases()
     for label, args in cases.items():
         want = functional.swiglu(*args)  # before the learner's call, which gets copies of the arguments
         got = _call_swiglu(ex, fn, args)
