@@ -30,6 +30,7 @@ from prenorm_lib.checks.core import (
     MODULE_CLASS,
     Hint,
     call_learner,
+    dense_tensor,
     describe,
     exercise,
     expect,
@@ -52,7 +53,7 @@ SOFTMAX, SPREAD, SDPA, MHSA = "4.1", "4.2", "4.3", "4.4"
 
 def _close(got: Any, want: torch.Tensor, atol: float = 1e-4) -> bool:
     """Same shape and values within ``atol`` (non-finite entries must match exactly)."""
-    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+    if not dense_tensor(got) or got.shape != want.shape:
         return False
     a, b = got.detach().to(torch.float64), want.detach().to(torch.float64)
     finite = torch.isfinite(a) & torch.isfinite(b)
@@ -71,7 +72,7 @@ def _variant(mistake: Callable[..., torch.Tensor], *args: Any, **kwargs: Any) ->
 
 
 def _non_finite_where_finite(got: Any, want: torch.Tensor) -> bool:
-    return (isinstance(got, torch.Tensor) and got.shape == want.shape
+    return (dense_tensor(got) and got.shape == want.shape
             and bool((~torch.isfinite(got.detach().double()) & torch.isfinite(want.double())).any()))
 
 
@@ -497,7 +498,7 @@ def causal_self_attention(cls: type) -> None:
         at = torch.arange(x.shape[-2]) if positions is None else positions
         want = _mhsa(x, weights, at, layer).to(x.dtype)  # before the learner's call, which gets copies
         got = call_learner(MHSA, module, *args, arg_names=("x", "token_positions"))
-        if isinstance(got, torch.Tensor) and got.shape == want.shape and not _close(got, want, atol=1e-5):
+        if dense_tensor(got) and got.shape == want.shape and not _close(got, want, atol=1e-5):
             if bool(torch.isnan(got[..., 0, :]).any()) and bool(torch.isfinite(got[..., 1:, :]).all()):
                 raise Hint(MHSA, "the first token's output is nan: your mask excludes the diagonal, so token 0 "
                            "may attend to nothing. A token sees itself — tril() with diagonal 0, not tril(-1) "

@@ -27,6 +27,7 @@ from prenorm_lib.block import NORM_PLACEMENTS, TransformerBlock
 from prenorm_lib.checks.core import (
     Hint,
     call_learner,
+    dense_tensor,
     describe,
     exercise,
     expect,
@@ -123,7 +124,7 @@ def _cases(d_model: int) -> dict[str, torch.Tensor]:
 
 
 def _matches(got: object, want: torch.Tensor) -> bool:
-    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+    if not dense_tensor(got) or got.shape != want.shape:
         return False
     return bool(torch.allclose(got.detach().double(), want.double(), atol=1e-5, rtol=1e-4))
 
