@@ -112,7 +112,9 @@ def _softmax_cases() -> list[tuple[str, torch.Tensor, int]]:
     n = size()
     negative = torch.cat([torch.randn(1, n, generator=gen),  # a row near 0, so the largest entry is small
                           uniform((2, 1), -1000.0, -100.0) + uniform((2, n), 0.0, 3.0)])  # rows near −100 … −1000
-    positive = uniform((3, 1), 100.0, 1000.0) + uniform((3, n), 0.0, 3.0)  # rows near +100 … +1000
+    # rows near +100 … +1000, in bands ≥ 150 apart: below the largest row exp underflows to 0 in float32
+    positive = torch.cat([uniform((1, 1), 100.0, 200.0), uniform((1, 1), 350.0, 450.0),
+                          uniform((1, 1), 600.0, 1000.0)])[torch.randperm(3, generator=gen)] + uniform((3, n), 0.0, 3.0)
     half = torch.stack([uniform((n,), 10.0, 12.0), uniform((n,), -20.0, -18.0)]).to(torch.float16)
     return [
         (f"x {(size(), size(), size())}, dim={dim}", torch.randn(size(), size(), size(), generator=gen), dim),
@@ -135,9 +137,6 @@ def _dropped_dim_softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
 SOFTMAX_MISTAKES: tuple[tuple[Callable, str], ...] = (
     (lambda x, dim: _plain_softmax(x, -1),
      "your softmax ignores `dim` and always normalises over the last dimension; pass dim on to amax and sum"),
-    (lambda x, dim: _plain_softmax(x, (dim + 1) % x.ndim if x.ndim > 1 else dim),
-     "you normalised over the wrong dimension: the values along `dim` must sum to 1 — use dim=dim in the max "
-     "and in the sum"),
     (_log_softmax,
      "you returned log-probabilities (a log-softmax): exponentiate and divide by the sum instead"),
     (_dropped_dim_softmax, "the sum dropped the dimension it reduced, so it broadcast against the wrong axis of "
@@ -185,6 +184,10 @@ def stable_softmax(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
             for mistake, hint in SOFTMAX_MISTAKES:
                 if _close(got, _variant(mistake, x.double(), dim).to(x.dtype)):
                     raise Hint(SOFTMAX, f"{hint} [case: {name}]")
+            for other in range(x.ndim):  # any other dimension than the one asked for
+                if other != dim % x.ndim and _close(got, _plain_softmax(x.double(), other).to(x.dtype)):
+                    raise Hint(SOFTMAX, f"you normalised over dimension {other}, not over dim={dim}: the values "
+                               f"along `dim` must sum to 1 [case: {name}]")
         expect_close(
             SOFTMAX, got, want, f"the probabilities do not match softmax(x, dim) [case: {name}]",
             atol=2e-3 if x.dtype == torch.float16 else 1e-6, rtol=1e-3 if x.dtype == torch.float16 else 1e-5,
@@ -259,13 +262,15 @@ SDPA_MISTAKES: tuple[tuple[dict, str], ...] = (
 
 
 def _sdpa_cases() -> list[tuple[str, tuple]]:
-    """Three inputs drawn afresh, sizes too (d_v ≠ d_k, so a scale by √d_v is told apart)."""
+    """Three inputs drawn afresh, sizes too (d_v ≠ d_k, so a scale by √d_v is told apart; the first d_k is
+    9 … 16, so a scale written in as the old √8 fails on it)."""
     gen = fresh_generator()
 
     def size(low: int, high: int) -> int:
         return int(torch.randint(low, high + 1, (), generator=gen))
 
-    n_q, n_k, d_k, T, d_head = size(2, 5), size(3, 7), size(4, 12), size(3, 8), size(4, 16)
+    n_q, n_k, d_k, T = size(2, 5), size(3, 7), size(9, 16), size(3, 8)  # d_k never the old 8
+    d_head = T + size(1, 8)  # ≠ T: weights returned instead of the output are told apart
     d_v = max(d_k, n_k) + size(1, 4)  # ≠ d_k and ≠ n_keys: weights returned instead of the output are told apart
     n_q2, d_k2 = size(2, 6), size(4, 12)
     n_k2 = n_q2 + size(1, 3)
@@ -305,7 +310,7 @@ def attention(fn: Callable) -> None:
                     continue
                 if _close(got, _variant(_sdpa, Q, K, V, mask, **variant).to(Q.dtype)):
                     raise Hint(SDPA, f"{hint} [case: {name}]")
-            if isinstance(got, torch.Tensor) and got.shape == (*Q.shape[:-1], K.shape[-2]):
+            if isinstance(got, torch.Tensor) and got.shape == (*Q.shape[:-1], K.shape[-2]) != want.shape:
                 raise Hint(SDPA, f"you returned the attention weights (n_queries, n_keys) [case: {name}]; "
                            "return their product with V, (…, n_queries, d_v)")
         expect_close(
@@ -468,6 +473,20 @@ def _mhsa_cases(layer: Layer, gen: torch.Generator) -> list[tuple[str, torch.Ten
     ]
 
 
+HEAD_AXIS_HINT = ("the token axis is not where RoPE and the scores look for it, second to last: were the heads "
+                  "split off d_model but left behind the tokens, (B, T, H, d_head) instead of (B, H, T, d_head)?")
+
+
+def _call_layer(module: Any, args: tuple, name: str) -> Any:
+    """The learner's forward on one case; a shape error inside it gets the head-axis explanation."""
+    try:
+        return call_learner(MHSA, module, *args, arg_names=("x", "token_positions"))
+    except Hint as hint:
+        if "second-to-last dim of x" in hint.hint or "must match the size of tensor" in hint.hint:
+            raise Hint(MHSA, f"{hint.hint} — {HEAD_AXIS_HINT} [case: {name}]") from None
+        raise
+
+
 @exercise(MHSA)
 def causal_self_attention(cls: type) -> None:
     """Exercise 4.4: ``cls(d_model, num_heads, max_seq_len, rope_theta)`` is causal MHSA with RoPE.
@@ -497,7 +516,7 @@ def causal_self_attention(cls: type) -> None:
         args = (x,) if positions is None else (x, positions)
         at = torch.arange(x.shape[-2]) if positions is None else positions
         want = _mhsa(x, weights, at, layer).to(x.dtype)  # before the learner's call, which gets copies
-        got = call_learner(MHSA, module, *args, arg_names=("x", "token_positions"))
+        got = _call_layer(module, args, name)
         if dense_tensor(got) and got.shape == want.shape and not _close(got, want, atol=1e-5):
             if bool(torch.isnan(got[..., 0, :]).any()) and bool(torch.isfinite(got[..., 1:, :]).all()):
                 raise Hint(MHSA, "the first token's output is nan: your mask excludes the diagonal, so token 0 "

@@ -130,8 +130,8 @@ def _matches(got: object, want: torch.Tensor) -> bool:
 
 
 BLOCK_ARGS = ("x", *PARTS)
-BLOCK_IN_PLACE = {"x": "write h = x + … (not x += … or x.add_(…)) so the caller's tensor stays as it was: the "
-                       "residual stream must still hold x when the branch output is added."}
+BLOCK_IN_PLACE = {"x": "the residual was added in place (x += … or x.add_(…)), which also changes the caller's "
+                       "tensor: the residual stream must still hold x when the branch output is added."}
 
 
 def _check_block(

@@ -322,7 +322,8 @@ def swiglu(fn: Callable[..., torch.Tensor]) -> None:
         if isinstance(got, torch.Tensor) and d_ff != d_model and got.shape == (*want.shape[:-1], d_ff):
             raise Hint(ex, f"for {label}: the output has d_ff features — apply W2 (x @ w2.T) to bring it "
                            "back to d_model.")
-        if isinstance(got, torch.Tensor) and args[0].dim() > 1 and got.shape == want.shape[::-1]:
+        if (isinstance(got, torch.Tensor) and args[0].dim() > 1 and got.shape == want.shape[::-1]
+                and want.shape != want.shape[::-1]):
             raise Hint(ex, f"for {label}: the output is transposed ({tuple(got.shape)}) — {COLUMN_HINT}")
         expect_close(ex, got, want, f"for {label}: values differ from W2 (SiLU(W1 x) ⊙ W3 x)",
                      shape_hint="the output must have x's shape (..., d_model)",

@@ -109,7 +109,7 @@ def test_softmax_over_the_wrong_dim_is_named():
     def other_dim(x, dim):
         return softmax_right(x, 0 if dim != 0 else -1)
 
-    with pytest.raises(Hint, match=r"ignores `dim`|wrong dimension"):
+    with pytest.raises(Hint, match=r"ignores `dim`|you normalised over dimension \d, not over dim="):
         check.stable_softmax(other_dim)
 
 

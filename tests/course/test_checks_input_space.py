@@ -230,7 +230,8 @@ def test_attention_with_d_k_written_in_fails(via):
 
 def layer(theta_of=lambda theta: theta, heads_of=lambda h: h, transpose=True):
     """A correct CausalSelfAttention (the notebook's solution), except for what it does to θ and the head count,
-    or (``transpose=False``) heads reshaped straight to (B, H, T, d_head) and back."""
+    or (``transpose=False``) heads reshaped straight to (B, H, T, d_head) and back, or (``"left behind"``) split
+    to (B, T, H, d_head) and never transposed."""
 
     class CausalSelfAttention(nn.Module):
         def __init__(self, d_model, num_heads, max_seq_len, rope_theta):
@@ -246,6 +247,8 @@ def layer(theta_of=lambda theta: theta, heads_of=lambda h: h, transpose=True):
             positions = torch.arange(T) if token_positions is None else token_positions
 
             def split(t):
+                if transpose == "left behind":  # heads split off d_model but left behind the tokens
+                    return t.view(B, T, self.num_heads, self.d_head)
                 if not transpose:
                     return t.reshape(B, self.num_heads, T, self.d_head)
                 return t.view(B, T, self.num_heads, self.d_head).transpose(1, 2)
@@ -255,7 +258,7 @@ def layer(theta_of=lambda theta: theta, heads_of=lambda h: h, transpose=True):
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
             scores = scores.masked_fill(~functional.causal_mask(T), float("-inf"))
             heads = torch.softmax(scores, dim=-1) @ v
-            merged = heads.reshape(B, T, d_model) if not transpose else heads.transpose(1, 2).reshape(B, T, d_model)
+            merged = heads.transpose(1, 2).reshape(B, T, d_model) if transpose is True else heads.reshape(B, T, d_model)
             return self.output_proj(merged)
 
     return CausalSelfAttention
@@ -298,3 +301,9 @@ def test_block_widths_are_drawn_and_never_the_notebooks():
     seen = {block._sizes(torch.Generator().manual_seed(seed)) for seed in range(200)}
     assert len({s.d_model for s in seen}) >= 4
     assert all(s.d_model != 16 and s.d_model % s.num_heads == 0 for s in seen)
+
+
+def test_heads_left_behind_the_tokens_get_their_hint(via):
+    """Split to (B, T, H, d_head) and never transposed: RoPE's shape error now says where the heads went."""
+    fails_every_time(attention.causal_self_attention, via(layer(transpose="left behind")),
+                     r"^Exercise 4\.4: your code raised .* — the token axis is not where RoPE and the scores look")
