@@ -160,10 +160,11 @@ def silu(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     expect_close(ex, got, want, "values differ from x · σ(x) for large |x| "
                  "(silu(x) → x for x → +∞ and → 0 for x → −∞)")
 
+    shape = tuple(int(n) for n in torch.randint(2, 8, (3,), generator=gen))  # a batch of any small shape
     cases = {
-        "a (3, 5, 7) tensor": torch.randn(3, 5, 7, generator=gen) * 4,
-        "float64": torch.randn(11, dtype=torch.float64, generator=gen),
-        "float16": (torch.randn(4, 6, generator=gen) * 3).half(),
+        f"a {shape} tensor": torch.randn(*shape, generator=gen) * 4,
+        "float64": torch.randn(int(torch.randint(5, 16, (), generator=gen)), dtype=torch.float64, generator=gen),
+        "float16": (torch.randn(*shape[1:], generator=gen) * 3).half(),
     }
     for label, x in cases.items():
         got = call_learner(ex, fn, x, arg_names=("x",), in_place=SILU_IN_PLACE)

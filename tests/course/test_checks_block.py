@@ -337,13 +337,14 @@ def test_the_post_norm_stall_explanation_agrees_with_section_3():
     assert "with SwiGLU they fall towards it (section 3)" in why
 
 
-def test_a_block_that_writes_in_the_notebooks_width_fails():
-    """Widths are drawn per check, so a forward pass that reshapes to the old d_model = 16 fails."""
+@pytest.mark.parametrize(("checker", "right"), [(check.pre_norm_forward, pre_norm), (check.post_norm_forward,
+                                                                                      post_norm)])
+def test_a_block_that_writes_in_the_notebooks_width_fails(checker, right):
+    """Widths are drawn per check (never the old d_model = 16), so a block reshaped to 16 fails every check."""
 
     def reshaped_to_16(x, ln1, attn, ln2, ffn):
-        h = x + attn(ln1(x))
-        return (h + ffn(ln2(h))).reshape(*x.shape[:-1], 16)
+        return right(x, ln1, attn, ln2, ffn).reshape(*x.shape[:-1], 16)
 
-    with pytest.raises(Hint, match=r"^Exercise 5\.1: "):
-        for _ in range(3):
-            check.pre_norm_forward.core(reshaped_to_16)
+    for _ in range(3):
+        with pytest.raises(Hint, match=rf"^Exercise {checker.exercise_id}: "):
+            checker.core(reshaped_to_16)
