@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -30,12 +30,15 @@ from prenorm_lib.checks.core import (
     MODULE_CLASS,
     Hint,
     call_learner,
+    dense_tensor,
     describe,
     exercise,
     expect,
     expect_close,
+    finite_number,
     fresh_generator,
     n_parameters,
+    number_hint,
     object_facts,
     passed,
     probe,
@@ -50,7 +53,7 @@ SOFTMAX, SPREAD, SDPA, MHSA = "4.1", "4.2", "4.3", "4.4"
 
 def _close(got: Any, want: torch.Tensor, atol: float = 1e-4) -> bool:
     """Same shape and values within ``atol`` (non-finite entries must match exactly)."""
-    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+    if not dense_tensor(got) or got.shape != want.shape:
         return False
     a, b = got.detach().to(torch.float64), want.detach().to(torch.float64)
     finite = torch.isfinite(a) & torch.isfinite(b)
@@ -59,8 +62,17 @@ def _close(got: Any, want: torch.Tensor, atol: float = 1e-4) -> bool:
     return bool(((a - b).abs()[finite] <= atol + 1e-3 * b.abs()[finite]).all())
 
 
+def _variant(mistake: Callable[..., torch.Tensor], *args: Any, **kwargs: Any) -> torch.Tensor:
+    """A typical mistake's output on the checker's inputs, or all-nan where that mistake cannot even run
+    on them (it then matches nothing): the checker's own variants must never crash a check."""
+    try:
+        return mistake(*args, **kwargs)
+    except (RuntimeError, IndexError, ValueError):
+        return torch.full((), float("nan"))
+
+
 def _non_finite_where_finite(got: Any, want: torch.Tensor) -> bool:
-    return (isinstance(got, torch.Tensor) and got.shape == want.shape
+    return (dense_tensor(got) and got.shape == want.shape
             and bool((~torch.isfinite(got.detach().double()) & torch.isfinite(want.double())).any()))
 
 
@@ -84,29 +96,56 @@ def _log_softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 def _softmax_cases() -> list[tuple[str, torch.Tensor, int]]:
+    """Inputs drawn afresh; the kinds stay: any dim of a 3-D tensor, dim 0, a masked −inf entry, float64,
+    rows of large *negative* logits beside ordinary rows (the largest entry is small there, so a softmax
+    that subtracts the maximum only when something is large gives 0/0), rows of large positive logits,
+    and float16 rows near +11 and near −18 (exp overflows above 11.1 and underflows to 0 below −17.3)."""
     gen = fresh_generator()
-    near_one = torch.randn(4, generator=gen)
-    rows = torch.stack([near_one, 999.0 + 3 * torch.rand(4, generator=gen)])  # two scales, one tensor
-    loud = (10.0 + 2 * torch.rand(2, 3, generator=gen)).to(torch.float16)  # exp(12) is inf in float16
+
+    def uniform(shape: tuple[int, ...], low: float, high: float) -> torch.Tensor:
+        return low + (high - low) * torch.rand(shape, generator=gen)
+
+    def size() -> int:
+        return int(torch.randint(2, 7, (), generator=gen))
+
+    dim = int(torch.randint(-3, 3, (), generator=gen))
+    n = size()
+    negative = torch.cat([torch.randn(1, n, generator=gen),  # a row near 0, so the largest entry is small
+                          uniform((2, 1), -1000.0, -100.0) + uniform((2, n), 0.0, 3.0)])  # rows near −100 … −1000
+    # rows near +100 … +1000, in bands ≥ 150 apart: below the largest row exp underflows to 0 in float32
+    positive = torch.cat([uniform((1, 1), 100.0, 200.0), uniform((1, 1), 350.0, 450.0),
+                          uniform((1, 1), 600.0, 1000.0)])[torch.randperm(3, generator=gen)] + uniform((3, n), 0.0, 3.0)
+    half = torch.stack([uniform((n,), 10.0, 12.0), uniform((n,), -20.0, -18.0)]).to(torch.float16)
     return [
-        ("x (3, 5), dim=-1", torch.randn(3, 5, generator=gen), -1),
+        (f"x {(size(), size(), size())}, dim={dim}", torch.randn(size(), size(), size(), generator=gen), dim),
         ("x (4, 3), dim=0", torch.randn(4, 3, generator=gen), 0),
         ("x (2, 3, 6) with a masked −inf entry, dim=-1",
          torch.randn(2, 3, 6, generator=gen).index_fill(-1, torch.tensor([2]), float("-inf")), -1),
-        ("float32 rows near 0 and [999 … 1002], dim=1", rows, 1),
-        ("float16 x of size 10 to 12, dim=-1", loud, -1),
+        (f"float64 x (3, {n}), dim=-1", torch.randn(3, n, generator=gen, dtype=torch.float64), -1),
+        ("float32 rows near +100 … +1000, dim=-1", positive, -1),
+        ("float32 rows near 0 and near −100 … −1000, dim=1", negative, 1),
+        ("float16 rows near +11 and near −18, dim=-1", half, -1),
     ]
+
+
+def _dropped_dim_softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Softmax whose max and sum dropped the reduced dimension (no keepdim); it runs where shapes broadcast."""
+    exp = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return exp / exp.sum(dim=dim)
 
 
 SOFTMAX_MISTAKES: tuple[tuple[Callable, str], ...] = (
     (lambda x, dim: _plain_softmax(x, -1),
      "your softmax ignores `dim` and always normalises over the last dimension; pass dim on to amax and sum"),
-    (lambda x, dim: _plain_softmax(x, (dim + 1) % x.ndim if x.ndim > 1 else dim),
-     "you normalised over the wrong dimension: the values along `dim` must sum to 1 — use dim=dim in the max "
-     "and in the sum"),
     (_log_softmax,
      "you returned log-probabilities (a log-softmax): exponentiate and divide by the sum instead"),
+    (_dropped_dim_softmax, "the sum dropped the dimension it reduced, so it broadcast against the wrong axis of "
+                           "exp: every value was divided by another row's sum"),
 )
+
+SOFTMAX_KEEPDIM_HINT = ("the max or the sum along dim dropped that dimension, so it no longer lines up with x; "
+                        "a reduction that keeps it (keepdim) broadcasts back along dim")
+
 
 _LIBRARY_SOFTMAX = frozenset({"prenorm_lib.functional.softmax", "torch._VariableFunctionsClass.softmax",
                               "torch.nn.functional.softmax", "torch.softmax"})
@@ -115,25 +154,40 @@ SOFTMAX_TASK = ("this exercise asks you to write the softmax yourself from torch
                 "compare with torch.softmax afterwards")
 
 
+def _call_softmax(fn: Callable, x: torch.Tensor, dim: int, name: str) -> Any:
+    """The learner's softmax on one case; a broadcasting error gets the dropped-dimension explanation."""
+    try:
+        return call_learner(SOFTMAX, fn, x, dim, arg_names=("x", "dim"), in_place={
+            "x": "build a new tensor, x - x.amax(...), the caller still needs x (x -= … changes it)"})
+    except Hint as hint:
+        if "must match the size of tensor" in hint.hint:
+            raise Hint(SOFTMAX, f"{hint.hint} — {SOFTMAX_KEEPDIM_HINT} [case: {name}]") from None
+        raise
+
+
 @exercise(SOFTMAX)
 def stable_softmax(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
     """Exercise 4.1: ``fn(x, dim)`` is softmax along ``dim``, finite for large inputs, in x's dtype."""
     refuse_library_object(SOFTMAX, fn, _LIBRARY_SOFTMAX, SOFTMAX_TASK)
     for name, x, dim in _softmax_cases():
         want = torch.softmax(x.double(), dim=dim).to(x.dtype)  # before the learner's call, which gets a copy of x
-        got = call_learner(SOFTMAX, fn, x, dim, arg_names=("x", "dim"), in_place={
-            "x": "build a new tensor, x - x.amax(...), the caller still needs x (x -= … changes it)"})
+        got = _call_softmax(fn, x, dim, name)
         if _non_finite_where_finite(got, want):
-            if _close(got, _global_max_softmax(x, dim)):
+            if _close(got, _global_max_softmax(x, dim)) and not _close(got, _plain_softmax(x, dim)):
                 raise Hint(SOFTMAX, f"subtract each row's own maximum (x.amax(dim=dim, keepdim=True)), not the "
                            f"maximum of the whole tensor: a row far below it underflows to 0/0 [case: {name}]")
             raise Hint(SOFTMAX, f"your softmax returns inf or nan where the answer is finite [case: {name}] — "
-                       "exp overflows for large inputs (exp(89) is inf in float32, exp(12) in float16): subtract "
-                       "the maximum along dim first; it cancels in the ratio")
+                       "exp overflows for large inputs (exp(89) is inf in float32, exp(12) in float16) and "
+                       "underflows to 0 for a row of very negative ones (0/0 is nan): subtract the maximum along "
+                       "dim first, always; it cancels in the ratio")
         if not _close(got, want, atol=2e-3 if x.dtype == torch.float16 else 1e-5):
             for mistake, hint in SOFTMAX_MISTAKES:
-                if _close(got, mistake(x.double(), dim).to(x.dtype)):
+                if _close(got, _variant(mistake, x.double(), dim).to(x.dtype)):
                     raise Hint(SOFTMAX, f"{hint} [case: {name}]")
+            for other in range(x.ndim):  # any other dimension than the one asked for
+                if other != dim % x.ndim and _close(got, _plain_softmax(x.double(), other).to(x.dtype)):
+                    raise Hint(SOFTMAX, f"you normalised over dimension {other}, not over dim={dim}: the values "
+                               f"along `dim` must sum to 1 [case: {name}]")
         expect_close(
             SOFTMAX, got, want, f"the probabilities do not match softmax(x, dim) [case: {name}]",
             atol=2e-3 if x.dtype == torch.float16 else 1e-6, rtol=1e-3 if x.dtype == torch.float16 else 1e-5,
@@ -141,8 +195,8 @@ def stable_softmax(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
             dtype_hint=f"return x's dtype [case: {name}]",
         )
     refuse_library_calls(SOFTMAX, fn, _SOFTMAX_CALLS, SOFTMAX_TASK)
-    passed(SOFTMAX, "softmax matches torch.softmax on 5 cases (dim 0 and −1, a −inf entry, inputs near 1000, "
-           "float16 near 12)")
+    passed(SOFTMAX, "softmax matches torch.softmax on 7 cases (any dim, a −inf entry, rows of logits near −1000 "
+           "and near +1000, float16 and float64)")
 
 
 # ---------------------------------------------------------------------------
@@ -154,12 +208,9 @@ SPREAD_D_K = 64
 @exercise(SPREAD)
 def score_spread(answer: Any) -> None:
     """Exercise 4.2: the standard deviation of q·k for d_k = 64 independent N(0, 1) components."""
-    if isinstance(answer, torch.Tensor) and answer.numel() == 1:
-        answer = answer.item()
-    if isinstance(answer, bool) or (not isinstance(answer, int | float) and type(answer).__module__ != "numpy"):
-        raise Hint(SPREAD, f"answer with one number, the standard deviation of q·k; got {describe(answer)} "
-                   f"{answer!r}")
-    value = float(answer)
+    value = finite_number(answer)
+    if value is None:
+        raise Hint(SPREAD, number_hint(answer, "one number, the standard deviation of q·k"))
     right = math.sqrt(SPREAD_D_K)
     why = ("each product q_i·k_i has mean 0 and variance 1, and the 64 products are independent, so their "
            "variances add")
@@ -211,19 +262,31 @@ SDPA_MISTAKES: tuple[tuple[dict, str], ...] = (
 
 
 def _sdpa_cases() -> list[tuple[str, tuple]]:
+    """Three inputs drawn afresh, sizes too (d_v ≠ d_k, so a scale by √d_v is told apart; the first d_k is
+    9 … 16, so a scale written in as the old √8 fails on it)."""
     gen = fresh_generator()
-    free = torch.rand(4, 6, generator=gen) < 0.6
-    free[:, 0] = True  # every query may attend to at least one key
+
+    def size(low: int, high: int) -> int:
+        return int(torch.randint(low, high + 1, (), generator=gen))
+
+    n_q, n_k, d_k, T = size(2, 5), size(3, 7), size(9, 16), size(3, 8)  # d_k never the old 8
+    d_head = T + size(1, 8)  # ≠ T: weights returned instead of the output are told apart
+    d_v = max(d_k, n_k) + size(1, 4)  # ≠ d_k and ≠ n_keys: weights returned instead of the output are told apart
+    n_q2, d_k2 = size(2, 6), size(4, 12)
+    n_k2 = n_q2 + size(1, 3)
+    d_v2 = n_k2 + size(1, 3)
+    free = torch.rand(n_q2, n_k2, generator=gen) < 0.6
+    free[:, int(torch.randint(n_k2, (), generator=gen))] = True  # every query may attend to at least one key
     return [
-        ("Q (2, 3, 8), K (2, 4, 8), V (2, 4, 5), no mask",
-         (torch.randn(2, 3, 8, generator=gen), torch.randn(2, 4, 8, generator=gen),
-          torch.randn(2, 4, 5, generator=gen), None)),
-        ("(batch 2, heads 3, T 5, d_k 16) with the causal mask (5, 5)",
-         (torch.randn(2, 3, 5, 16, generator=gen), torch.randn(2, 3, 5, 16, generator=gen),
-          torch.randn(2, 3, 5, 16, generator=gen), functional.causal_mask(5))),
-        ("Q (4, 8), K (6, 8), V (6, 3), a random mask (4, 6)",
-         (2 * torch.randn(4, 8, generator=gen), 2 * torch.randn(6, 8, generator=gen),
-          torch.randn(6, 3, generator=gen), free)),
+        (f"Q (2, {n_q}, {d_k}), K (2, {n_k}, {d_k}), V (2, {n_k}, {d_v}), no mask",
+         (torch.randn(2, n_q, d_k, generator=gen), torch.randn(2, n_k, d_k, generator=gen),
+          torch.randn(2, n_k, d_v, generator=gen), None)),
+        (f"(batch 2, heads 3, T {T}, d_k {d_head}) with the causal mask ({T}, {T})",
+         (torch.randn(2, 3, T, d_head, generator=gen), torch.randn(2, 3, T, d_head, generator=gen),
+          torch.randn(2, 3, T, d_head, generator=gen), functional.causal_mask(T))),
+        (f"Q ({n_q2}, {d_k2}), K ({n_k2}, {d_k2}), V ({n_k2}, {d_v2}), a random mask ({n_q2}, {n_k2})",
+         (2 * torch.randn(n_q2, d_k2, generator=gen), 2 * torch.randn(n_k2, d_k2, generator=gen),
+          torch.randn(n_k2, d_v2, generator=gen), free)),
     ]
 
 
@@ -245,9 +308,9 @@ def attention(fn: Callable) -> None:
             for variant, hint in SDPA_MISTAKES:
                 if mask is None and any(k in variant for k in ("fill", "after", "inverted")):
                     continue
-                if _close(got, _sdpa(Q, K, V, mask, **variant).to(Q.dtype)):
+                if _close(got, _variant(_sdpa, Q, K, V, mask, **variant).to(Q.dtype)):
                     raise Hint(SDPA, f"{hint} [case: {name}]")
-            if isinstance(got, torch.Tensor) and got.shape == (*Q.shape[:-1], K.shape[-2]):
+            if isinstance(got, torch.Tensor) and got.shape == (*Q.shape[:-1], K.shape[-2]) != want.shape:
                 raise Hint(SDPA, f"you returned the attention weights (n_queries, n_keys) [case: {name}]; "
                            "return their product with V, (…, n_queries, d_v)")
         expect_close(
@@ -266,21 +329,45 @@ def attention(fn: Callable) -> None:
 # Exercise 4.4: causal multi-head self-attention with RoPE, the CS336 interface
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "output_proj")
-D_MODEL, NUM_HEADS, MAX_SEQ_LEN, THETA = 24, 3, 16, 10000.0
 
 
-def _rope(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+class Layer(NamedTuple):
+    """The constructor arguments of one 4.4 check, drawn afresh: ``cls(d_model, num_heads, max_seq_len, θ)``."""
+
+    d_model: int
+    num_heads: int
+    max_seq_len: int
+    rope_theta: float
+
+
+def _layer(gen: torch.Generator) -> Layer:
+    """Every constructor argument drawn: 2 to 4 heads of 4, 6 or 8 channels, a context of 12 … 24 positions,
+    and θ log-uniform over 200 … 200 000 but never near the usual 10 000, so a θ written into the layer
+    instead of ``rope_theta`` (or a head count, a width, a context length) cannot pass by luck."""
+
+    def pick(options: tuple) -> Any:
+        return options[int(torch.randint(len(options), (), generator=gen))]
+
+    num_heads, d_head = pick((2, 3, 4)), pick((4, 6, 8))
+    theta = 10000.0
+    while 7000.0 <= theta <= 14000.0:
+        theta = round(float(torch.empty((), dtype=torch.float64).uniform_(math.log(200), math.log(2e5),
+                                                                          generator=gen).exp()))
+    return Layer(num_heads * d_head, num_heads, int(torch.randint(12, 25, (), generator=gen)), theta)
+
+
+def _rope(x: torch.Tensor, positions: torch.Tensor, layer: Layer) -> torch.Tensor:
     """Interleaved RoPE of x (..., T, d) at ``positions`` (T,), in x's dtype."""
-    angles = functional.rope_angles(THETA, x.shape[-1], MAX_SEQ_LEN)[positions]  # (T, d/2)
+    angles = functional.rope_angles(layer.rope_theta, x.shape[-1], layer.max_seq_len)[positions]  # (T, d/2)
     return functional.apply_rope(x, angles.cos(), angles.sin())
 
 
-def _mhsa(x: torch.Tensor, w: dict[str, torch.Tensor], positions: torch.Tensor, *, mask="causal",
+def _mhsa(x: torch.Tensor, w: dict[str, torch.Tensor], positions: torch.Tensor, layer: Layer, *, mask="causal",
           split="right", rope="qk", project=True, scale="head", merge="right") -> torch.Tensor:
     """Causal MHSA with RoPE in float64, from the four weights; keyword arguments name a mistake."""
     x = x.double()
     w = {k: v.double() for k, v in w.items()}
-    T, H, d_head = x.shape[-2], NUM_HEADS, D_MODEL // NUM_HEADS
+    T, H, d_head = x.shape[-2], layer.num_heads, layer.d_model // layer.num_heads
 
     def heads(t: torch.Tensor) -> torch.Tensor:  # (B, T, d_model) → (B, H, T, d_head)
         if split == "head_last":  # d_model read as (d_head, H): heads take every H-th channel
@@ -291,21 +378,24 @@ def _mhsa(x: torch.Tensor, w: dict[str, torch.Tensor], positions: torch.Tensor, 
 
     q, k, v = x @ w["q_proj"].T, x @ w["k_proj"].T, x @ w["v_proj"].T  # (B, T, d_model)
     if rope == "concatenated":  # one rotation over all d_model channels, before the split
-        q, k = _rope(q, positions), _rope(k, positions)
+        q, k = _rope(q, positions, layer), _rope(k, positions, layer)
     q, k, v = heads(q), heads(k), heads(v)  # (B, H, T, d_head)
     if rope in ("qk", "qkv"):
-        q, k = _rope(q, positions), _rope(k, positions)
+        q, k = _rope(q, positions, layer), _rope(k, positions, layer)
     if rope == "qkv":
-        v = _rope(v, positions)
+        v = _rope(v, positions, layer)
     if rope == "default_positions":
-        q, k = _rope(q, torch.arange(T)), _rope(k, torch.arange(T))
-    scores = q @ k.transpose(-2, -1) / math.sqrt(D_MODEL if scale == "model" else d_head)  # (B, H, T, T)
+        q, k = _rope(q, torch.arange(T), layer), _rope(k, torch.arange(T), layer)
+    if rope == "theta_10000":  # the usual θ written into the layer instead of its rope_theta argument
+        q, k = (_rope(t, positions, layer._replace(rope_theta=10000.0)) for t in (q, k))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(layer.d_model if scale == "model" else d_head)  # (B, H, T, T)
     if mask != "none":
         allowed = torch.ones(T, T, dtype=torch.bool).tril(-1 if mask == "strict" else 0)
         scores = scores.masked_fill(~allowed, float("-inf"))
     out = torch.softmax(scores, dim=-1) @ v  # (B, H, T, d_head)
     # (B, T, d_model); the mistake reshapes (B, H, T, d_head) straight to it, heads still in front
-    out = out.reshape(*out.shape[:-3], T, D_MODEL) if merge == "no_transpose" else out.transpose(-3, -2).flatten(-2)
+    out = (out.reshape(*out.shape[:-3], T, layer.d_model) if merge == "no_transpose"
+           else out.transpose(-3, -2).flatten(-2))
     return out @ w["output_proj"].T if project else out
 
 
@@ -329,6 +419,12 @@ MHSA_MISTAKES: tuple[tuple[dict, str], ...] = (
                                 "transpose(1, 2)"),
     ({"merge": "no_transpose"}, "the heads were merged without moving them back: transpose (B, H, T, d_head) "
                                 "to (B, T, H, d_head) before flattening the last two dimensions"),
+    ({"split": "no_transpose", "merge": "no_transpose"},
+     "the heads were reshaped without a transpose, both ways: (B, T, d_model) reshaped straight to "
+     "(B, H, T, d_head) cuts the token axis into the heads, so each head sees pieces of several tokens; the "
+     "shapes line up, the tokens do not"),
+    ({"rope": "theta_10000"}, "the rotation uses θ = 10000, not the layer's rope_theta argument: build the RoPE "
+                              "from the rope_theta you are given"),
 )
 
 
@@ -360,49 +456,74 @@ MHSA_TASK = ("this exercise asks you to assemble the layer yourself from the pro
              "attention function; compare with prenorm_lib.attention.MultiHeadSelfAttention afterwards")
 
 
-def _mhsa_cases() -> list[tuple[str, torch.Tensor, torch.Tensor | None]]:
-    gen = fresh_generator()
-    positions = torch.randperm(MAX_SEQ_LEN - 1, generator=gen)[:5].add(1).sort().values
-    while bool((positions.diff() == 1).all()):  # one shift of 0 … 4 would change nothing
-        positions = torch.randperm(MAX_SEQ_LEN - 1, generator=gen)[:5].add(1).sort().values
+def _mhsa_cases(layer: Layer, gen: torch.Generator) -> list[tuple[str, torch.Tensor, torch.Tensor | None]]:
+    """Two inputs for ``layer``: default positions over 6 … max_seq_len tokens, and five increasing
+    token_positions that are not consecutive (RoPE's scores see only differences, so a shift of 0 … 4
+    alone would change nothing)."""
+    d, n = layer.d_model, layer.max_seq_len
+    T = int(torch.randint(6, n + 1, (), generator=gen))
+    positions = torch.randperm(n - 1, generator=gen)[:5].add(1).sort().values
+    while bool((positions.diff() == 1).all()):
+        positions = torch.randperm(n - 1, generator=gen)[:5].add(1).sort().values
     return [
-        ("x (2, 6, 24), positions 0 … 5 (token_positions=None)", torch.randn(2, 6, D_MODEL, generator=gen), None),
-        # not one shift of 0 … 4: RoPE's scores see only differences, so a shift alone would change nothing
-        ("x (2, 5, 24), five increasing token_positions, not consecutive",
-         torch.randn(2, 5, D_MODEL, generator=gen), positions),
+        (f"x (2, {T}, {d}), positions 0 … {T - 1} (token_positions=None)", torch.randn(2, T, d, generator=gen),
+         None),
+        (f"x (2, 5, {d}), five increasing token_positions, not consecutive", torch.randn(2, 5, d, generator=gen),
+         positions),
     ]
+
+
+HEAD_AXIS_HINT = ("the token axis is not where RoPE and the scores look for it, second to last: were the heads "
+                  "split off d_model but left behind the tokens, (B, T, H, d_head) instead of (B, H, T, d_head)?")
+
+
+def _call_layer(module: Any, args: tuple, name: str) -> Any:
+    """The learner's forward on one case; a shape error inside it gets the head-axis explanation."""
+    try:
+        return call_learner(MHSA, module, *args, arg_names=("x", "token_positions"))
+    except Hint as hint:
+        if "second-to-last dim of x" in hint.hint or "must match the size of tensor" in hint.hint:
+            raise Hint(MHSA, f"{hint.hint} — {HEAD_AXIS_HINT} [case: {name}]") from None
+        raise
 
 
 @exercise(MHSA)
 def causal_self_attention(cls: type) -> None:
-    """Exercise 4.4: ``cls(d_model, num_heads, max_seq_len, rope_theta)`` is causal MHSA with RoPE."""
+    """Exercise 4.4: ``cls(d_model, num_heads, max_seq_len, rope_theta)`` is causal MHSA with RoPE.
+
+    Every constructor argument is drawn afresh (``_layer``), so the layer must use each one.
+    """
     refuse_library_object(MHSA, cls, _LIBRARY_MHSA, MHSA_TASK)
-    module = call_learner(MHSA, cls, D_MODEL, NUM_HEADS, MAX_SEQ_LEN, THETA)
+    gen = fresh_generator()
+    layer = _layer(gen)
+    d = layer.d_model
+    built = f"(built with d_model={d}, num_heads={layer.num_heads})"
+    module = call_learner(MHSA, cls, *layer)
     facts = _module_facts(module)
     expect(MHSA, facts["is_module"], f"{describe(module)} is not an nn.Module — subclass nn.Module and call "
            "super().__init__()")
     for name, shape in facts["projections"].items():
         expect(MHSA, shape is not None, f"the module has no `{name}` with a weight — the CS336 interface names "
                f"the four projections {', '.join(PROJECTIONS)} (e.g. self.{name} = Linear(d_model, d_model))")
-        expect(MHSA, tuple(shape) == (D_MODEL, D_MODEL), f"{name}.weight has shape {tuple(shape)}, expected "
-               f"(d_model, d_model) = ({D_MODEL}, {D_MODEL}): all heads' projections stacked in one matrix")
-    expect(MHSA, facts["n_params"] == 4 * D_MODEL**2, f"the module has {facts['n_params']} parameters, expected "
-           f"4·d_model² = {4 * D_MODEL**2}: four bias-free (d_model, d_model) projections and nothing else")
-    gen = fresh_generator()
-    weights = {name: torch.randn(D_MODEL, D_MODEL, generator=gen) / math.sqrt(D_MODEL) for name in PROJECTIONS}
+        expect(MHSA, tuple(shape) == (d, d), f"{name}.weight has shape {tuple(shape)} {built}, expected "
+               f"(d_model, d_model) = ({d}, {d}): all heads' projections stacked in one matrix")
+    expect(MHSA, facts["n_params"] == 4 * d**2, f"the module has {facts['n_params']} parameters, expected "
+           f"4·d_model² = {4 * d**2} {built}: four bias-free (d_model, d_model) projections and nothing else")
+    weights = {name: torch.randn(d, d, generator=gen) / math.sqrt(d) for name in PROJECTIONS}
     probe(cls, _load_projections, module, weights)
-    for name, x, positions in _mhsa_cases():
+    for name, x, positions in _mhsa_cases(layer, gen):
+        name = f"{name}, {layer.num_heads} heads, rope_theta={layer.rope_theta:g}, max_seq_len={layer.max_seq_len}"
         args = (x,) if positions is None else (x, positions)
         at = torch.arange(x.shape[-2]) if positions is None else positions
-        want = _mhsa(x, weights, at).to(x.dtype)  # before the learner's call, which gets copies
-        got = call_learner(MHSA, module, *args, arg_names=("x", "token_positions"))
-        if isinstance(got, torch.Tensor) and got.shape == want.shape and not _close(got, want, atol=1e-5):
+        want = _mhsa(x, weights, at, layer).to(x.dtype)  # before the learner's call, which gets copies
+        got = _call_layer(module, args, name)
+        if dense_tensor(got) and got.shape == want.shape and not _close(got, want, atol=1e-5):
             if bool(torch.isnan(got[..., 0, :]).any()) and bool(torch.isfinite(got[..., 1:, :]).all()):
                 raise Hint(MHSA, "the first token's output is nan: your mask excludes the diagonal, so token 0 "
                            "may attend to nothing. A token sees itself — tril() with diagonal 0, not tril(-1) "
                            f"[case: {name}]")
             for variant, hint in MHSA_MISTAKES:
-                if _close(got, _mhsa(x, weights, at, **variant).to(x.dtype)):
+                if _close(got, _variant(_mhsa, x, weights, at, layer, **variant).to(x.dtype)):
                     raise Hint(MHSA, f"{hint} [case: {name}]")
         expect_close(
             MHSA, got, want, f"the output does not match causal multi-head attention with RoPE [case: {name}]",
@@ -410,5 +531,6 @@ def causal_self_attention(cls: type) -> None:
             dtype_hint=f"return x's dtype [case: {name}]",
         )
     refuse_library_calls(MHSA, cls, _MHSA_CALLS, MHSA_TASK)
-    passed(MHSA, "causal multi-head attention with RoPE matches for 3 heads of 8, with default and given positions; "
-           "q_proj, k_proj, v_proj, output_proj are (d_model, d_model) and bias-free")
+    passed(MHSA, "causal multi-head attention with RoPE matches for drawn heads, widths, contexts and rope_theta, "
+           "with default and given positions; q_proj, k_proj, v_proj, output_proj are (d_model, d_model) and "
+           "bias-free")

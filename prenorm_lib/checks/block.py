@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -27,6 +27,7 @@ from prenorm_lib.block import NORM_PLACEMENTS, TransformerBlock
 from prenorm_lib.checks.core import (
     Hint,
     call_learner,
+    dense_tensor,
     describe,
     exercise,
     expect,
@@ -41,7 +42,23 @@ from prenorm_lib.lab.train import OUTCOMES, outcome_of
 
 __all__ = ["divergence_prediction", "post_norm_forward", "pre_norm_forward"]
 
-D_MODEL, NUM_HEADS, D_FF, MAX_SEQ_LEN = 16, 4, 48, 16
+MAX_SEQ_LEN = 16
+
+
+class Sizes(NamedTuple):
+    """The widths of one check's test block, drawn afresh (``_sizes``): TransformerBlock's first three arguments."""
+
+    d_model: int
+    num_heads: int
+    d_ff: int
+
+
+def _sizes(gen: torch.Generator) -> Sizes:
+    """2 or 3 heads of 4, 6 or 10 channels (d_model 8 … 30, never the notebook's 16), and a d_ff of 2 … 4 times
+    d_model: a forward pass that writes in a width instead of letting the submodules carry it fails."""
+    num_heads = (2, 3)[int(torch.randint(2, (), generator=gen))]
+    d_model = num_heads * (4, 6, 10)[int(torch.randint(3, (), generator=gen))]
+    return Sizes(d_model, num_heads, d_model * int(torch.randint(2, 5, (), generator=gen)))
 
 Variant = Callable[..., torch.Tensor]  # (x, ln1, attn, ln2, ffn) -> y
 
@@ -63,21 +80,22 @@ class _Counted:
 PARTS = ("ln1", "attn", "ln2", "ffn")
 
 
-def _test_block() -> TransformerBlock:
-    """A small block, drawn afresh, whose two norms have different, non-trivial gains."""
+def _test_block(sizes: Sizes | None = None) -> TransformerBlock:
+    """A small block, drawn afresh (its sizes too, unless given), whose two norms have different gains."""
     gen = fresh_generator()
+    sizes = _sizes(gen) if sizes is None else sizes
     with torch.random.fork_rng(devices=[]):  # the block's own initialisation, without touching the caller's RNG
         torch.manual_seed(int(torch.randint(2**62, (), generator=gen)))
-        block = TransformerBlock(D_MODEL, NUM_HEADS, D_FF, MAX_SEQ_LEN, norm="pre")
+        block = TransformerBlock(*sizes, MAX_SEQ_LEN, norm="pre")
     with torch.no_grad():
-        block.ln1.weight.copy_(1 + 0.5 * torch.randn(D_MODEL, generator=gen))
-        block.ln2.weight.copy_(0.3 + 0.5 * torch.rand(D_MODEL, generator=gen))
+        block.ln1.weight.copy_(1 + 0.5 * torch.randn(sizes.d_model, generator=gen))
+        block.ln2.weight.copy_(0.3 + 0.5 * torch.rand(sizes.d_model, generator=gen))
     return block.eval()
 
 
-def _counted_parts(state: dict[str, torch.Tensor]) -> tuple[_Counted, ...]:
-    """The four submodules of a test block with these weights, each counting its calls (a probe)."""
-    block = TransformerBlock(D_MODEL, NUM_HEADS, D_FF, MAX_SEQ_LEN, norm="pre")
+def _counted_parts(sizes: list[int], state: dict[str, torch.Tensor]) -> tuple[_Counted, ...]:
+    """The four submodules of a test block of these sizes and weights, each counting its calls (a probe)."""
+    block = TransformerBlock(*sizes, MAX_SEQ_LEN, norm="pre")
     block.load_state_dict(state)
     return tuple(_Counted(name, getattr(block.eval(), name)) for name in PARTS)
 
@@ -89,29 +107,31 @@ def _call_counts(*parts: _Counted) -> list[int]:
 
 def _parts_for(fn: Callable, block: TransformerBlock) -> tuple:
     """The block's submodules, counting their calls, where the learner's function lives."""
-    return tuple(probe(fn, _counted_parts, dict(block.state_dict())))
+    sizes = [block.ln1.weight.shape[0], block.attn.num_heads, block.ffn.w1.weight.shape[0]]
+    return tuple(probe(fn, _counted_parts, sizes, dict(block.state_dict())))
 
 
-def _cases() -> dict[str, torch.Tensor]:
+def _cases(d_model: int) -> dict[str, torch.Tensor]:
     """Inputs of several shapes; the stream gets an RMS far from 1 so norms are visible."""
     gen = fresh_generator()
+    d, n = d_model, MAX_SEQ_LEN
     return {
-        "a batch (2, 5, 16)": 3 * torch.randn(2, 5, D_MODEL, generator=gen),
-        "one unbatched sequence (7, 16)": 0.4 * torch.randn(7, D_MODEL, generator=gen),
-        "a single token (1, 1, 16)": 2 * torch.randn(1, 1, D_MODEL, generator=gen),
-        "the full context (3, 16, 16)": torch.randn(3, MAX_SEQ_LEN, D_MODEL, generator=gen),
+        f"a batch (2, 5, {d})": 3 * torch.randn(2, 5, d, generator=gen),
+        f"one unbatched sequence (7, {d})": 0.4 * torch.randn(7, d, generator=gen),
+        f"a single token (1, 1, {d})": 2 * torch.randn(1, 1, d, generator=gen),
+        f"the full context (3, {n}, {d})": torch.randn(3, n, d, generator=gen),
     }
 
 
 def _matches(got: object, want: torch.Tensor) -> bool:
-    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+    if not dense_tensor(got) or got.shape != want.shape:
         return False
     return bool(torch.allclose(got.detach().double(), want.double(), atol=1e-5, rtol=1e-4))
 
 
 BLOCK_ARGS = ("x", *PARTS)
-BLOCK_IN_PLACE = {"x": "write h = x + … (not x += … or x.add_(…)) so the caller's tensor stays as it was: the "
-                       "residual stream must still hold x when the branch output is added."}
+BLOCK_IN_PLACE = {"x": "the residual was added in place (x += … or x.add_(…)), which also changes the caller's "
+                       "tensor: the residual stream must still hold x when the branch output is added."}
 
 
 def _check_block(
@@ -125,7 +145,7 @@ def _check_block(
     for _ in range(2):
         block = _test_block()
         parts = (block.ln1, block.attn, block.ln2, block.ffn)
-        for label, x in _cases().items():
+        for label, x in _cases(block.ln1.weight.shape[0]).items():
             counted = _parts_for(fn, block)
             with torch.no_grad():
                 want = reference(x, *parts)  # before the learner's call, which gets a copy of x
@@ -167,67 +187,65 @@ def _post(x, ln1, attn, ln2, ffn):
 _PRE_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
     "post_norm": (
         _post,
-        "this is the post-norm block: the norm sits on the residual stream, ln1(x + attn(x)). "
-        "In pre-norm the norm sits inside the branch, on its input only: h = x + attn(ln1(x)), "
-        "so x reaches the output untouched.",
+        "this is the post-norm block: your norms sit on the residual stream and normalise each sum. In "
+        "pre-norm the stream is never normalised; a norm only prepares the input one branch reads.",
     ),
     "norm_inside_residual_attn": (
         lambda x, ln1, attn, ln2, ffn: (h := ln1(x + attn(x))) + ffn(ln2(h)),
-        "the first norm is applied to the sum, ln1(x + attn(x)) — that is post-norm's placement. "
-        "Normalise the branch input instead: h = x + attn(ln1(x)).",
+        "the first norm is applied to the residual sum after attention — post-norm's placement. In pre-norm "
+        "a norm only touches what a branch reads, never the stream.",
     ),
     "norm_inside_residual_both": (
         lambda x, ln1, attn, ln2, ffn: ln2((h := ln1(x + attn(ln1(x)))) + ffn(ln2(h))),
-        "a norm is wrapped around a residual sum (ln(x + …)). In pre-norm the norms are inside the "
-        "branches only: h = x + attn(ln1(x)), then h + ffn(ln2(h)).",
+        "a norm is wrapped around a residual sum. In pre-norm the norms sit inside the branches, on what "
+        "each branch reads; the sums themselves stay unnormalised.",
     ),
     "forgot_attn_residual": (
         lambda x, ln1, attn, ln2, ffn: (h := attn(ln1(x))) + ffn(ln2(h)),
-        "the first residual is missing: h must be x + attn(ln1(x)), not attn(ln1(x)) alone — without "
-        "the '+ x' the block throws the stream away.",
+        "the attention residual is missing: the attention output replaces the stream instead of being added "
+        "to it, so the block throws its input away.",
     ),
     "forgot_ffn_residual": (
         lambda x, ln1, attn, ln2, ffn: ffn(ln2(x + attn(ln1(x)))),
-        "the second residual is missing: return h + ffn(ln2(h)), not ffn(ln2(h)) alone.",
+        "the FFN residual is missing: the FFN output replaces the stream instead of being added to it.",
     ),
     "forgot_both_residuals": (
         lambda x, ln1, attn, ln2, ffn: ffn(ln2(attn(ln1(x)))),
-        "both residual connections are missing: each sub-layer's output is *added* to the stream "
-        "(x + attn(ln1(x)), then h + ffn(ln2(h))).",
+        "both residual connections are missing: each branch's output replaces the stream instead of being "
+        "added to it.",
     ),
     "normalised_stream": (
         lambda x, ln1, attn, ln2, ffn: (h := (n := ln1(x)) + attn(n)) + ffn(ln2(h)),
-        "the residual stream itself was normalised: you added attn(ln1(x)) to ln1(x) instead of to x. "
-        "Only the branch input is normalised; the stream keeps x: h = x + attn(ln1(x)).",
+        "the residual stream itself was normalised: the attention output was added to the normalised input "
+        "instead of to the input. Only the branch should see the normalised tensor.",
     ),
     "normalised_stream_both": (
         lambda x, ln1, attn, ln2, ffn: (m := ln2((n := ln1(x)) + attn(n))) + ffn(m),
-        "the residual stream itself was normalised (x = ln1(x), then x + attn(x), ...). Keep the "
-        "normalised tensor for the branch only: h = x + attn(ln1(x)), y = h + ffn(ln2(h)).",
+        "the residual stream itself was normalised (the stream was overwritten with its normalised copy). "
+        "Only the branches should see normalised tensors; the stream keeps its values.",
     ),
     "ln2_on_x": (
         lambda x, ln1, attn, ln2, ffn: x + attn(ln1(x)) + ffn(ln2(x)),
-        "the FFN branch reads ln2(x), but it must read the stream *after* attention: ffn(ln2(h)) "
-        "with h = x + attn(ln1(x)).",
+        "the FFN branch reads the block's input, so it never sees what attention added: it must read the "
+        "stream as it is after the attention residual.",
     ),
     "second_residual_from_x": (
         lambda x, ln1, attn, ln2, ffn: x + ffn(ln2(x + attn(ln1(x)))),
-        "the FFN output is added to x, which drops the attention output from the stream. "
-        "Add it to h: return h + ffn(ln2(h)).",
+        "the FFN output is added to the block's input, the stream from before attention, which drops the "
+        "attention output from the stream.",
     ),
     "ln1_for_both": (
         lambda x, ln1, attn, ln2, ffn: (h := x + attn(ln1(x))) + ffn(ln1(h)),
-        "ln1 is used for both branches. Each branch has its own norm with its own gain: "
-        "ln1 before attention, ln2 before the FFN.",
+        "ln1 is used for both branches and ln2 never: each branch has its own norm with its own gain.",
     ),
     "norms_swapped": (
         lambda x, ln1, attn, ln2, ffn: (h := x + attn(ln2(x))) + ffn(ln1(h)),
-        "ln1 and ln2 are swapped: ln1 belongs to the attention branch, ln2 to the FFN branch.",
+        "ln1 and ln2 are swapped: the attention branch reads ln2's output and the FFN branch ln1's.",
     ),
     "no_norms": (
         lambda x, ln1, attn, ln2, ffn: (h := x + attn(x)) + ffn(h),
-        "no norm is applied: that is the unnormalised block. Normalise each branch's input: "
-        "attn(ln1(x)) and ffn(ln2(h)).",
+        "no norm is applied anywhere: that is the unnormalised block. In pre-norm each branch reads a "
+        "normalised copy of the stream.",
     ),
 }
 
@@ -236,7 +254,9 @@ _PRE_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
 def pre_norm_forward(fn: Callable) -> None:
     """Exercise 5.1: check ``fn(x, ln1, attn, ln2, ffn)`` is the pre-norm block."""
     refuse_library_object("5.1", fn, {"prenorm_lib.block.TransformerBlock.pre_norm_forward"}, BLOCK_TASK)
-    _check_block("5.1", fn, _pre, _PRE_NORM_MISTAKES, "h = x + attn(ln1(x)), y = h + ffn(ln2(h))")
+    _check_block("5.1", fn, _pre, _PRE_NORM_MISTAKES,
+                 "the pre-norm block (each branch reads a normalised copy of the stream, whose sums stay "
+                 "unnormalised)")
     refuse_library_calls("5.1", fn, re.compile(r"\bpre_norm_forward\b" + BLOCK_CONSTRUCTION), BLOCK_TASK)
     passed("5.1", "pre-norm block matches TransformerBlock.pre_norm_forward on 4 shapes × 2 seeds")
 
@@ -248,53 +268,54 @@ def pre_norm_forward(fn: Callable) -> None:
 _POST_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
     "pre_norm": (
         _pre,
-        "this is the pre-norm block (x + attn(ln1(x)), ...). Post-norm applies the norm to the "
-        "residual sum itself: z = ln1(x + attn(x)), then y = ln2(z + ffn(z)).",
+        "this is the pre-norm block: your norms sit inside the branches and the stream is never normalised. "
+        "Post-norm normalises the stream itself, after each residual sum.",
     ),
     "norms_swapped": (
         lambda x, ln1, attn, ln2, ffn: ln1((z := ln2(x + attn(x))) + ffn(z)),
-        "the norms are in the wrong order: ln1 follows the attention sum, ln2 follows the FFN sum.",
+        "the norms are in the wrong order: the sum after attention went through ln2 and the sum after the "
+        "FFN through ln1.",
     ),
     "missing_second_norm": (
         lambda x, ln1, attn, ln2, ffn: (z := ln1(x + attn(x))) + ffn(z),
-        "the second norm is missing: post-norm normalises after *each* residual sum, so return "
-        "ln2(z + ffn(z)).",
+        "the second norm is missing: the sum after the FFN is returned unnormalised, but post-norm "
+        "normalises after each residual sum.",
     ),
     "missing_first_norm": (
         lambda x, ln1, attn, ln2, ffn: ln2((z := x + attn(x)) + ffn(z)),
-        "the first norm is missing: z = ln1(x + attn(x)), and the FFN reads that z.",
+        "the first norm is missing: the sum after attention reaches the FFN unnormalised.",
     ),
     "residual_after_norm": (
         lambda x, ln1, attn, ln2, ffn: (z := x + ln1(attn(x))) + ln2(ffn(z)),
-        "the residual is added after the norm (x + ln1(attn(x))): then only the branch is "
-        "normalised and the stream never is. Post-norm normalises the sum: z = ln1(x + attn(x)).",
+        "the norm sits on the branch output, before the residual is added: then only the branch is "
+        "normalised and the stream never is. Post-norm normalises the sum.",
     ),
     "ffn_on_x": (
         lambda x, ln1, attn, ln2, ffn: ln2(ln1(x + attn(x)) + ffn(x)),
-        "the FFN reads x, but it must read z, the normalised output of the attention sub-layer: "
-        "ln2(z + ffn(z)).",
+        "the FFN reads the block's input instead of the normalised result of the attention sub-layer.",
     ),
     "second_residual_from_x": (
         lambda x, ln1, attn, ln2, ffn: ln2(x + ffn(ln1(x + attn(x)))),
-        "the FFN output is added to x; add it to z = ln1(x + attn(x)) instead: ln2(z + ffn(z)).",
+        "the FFN output is added to the block's input instead of to the normalised result of the attention "
+        "sub-layer.",
     ),
     "forgot_attn_residual": (
         lambda x, ln1, attn, ln2, ffn: ln2((z := ln1(attn(x))) + ffn(z)),
-        "the attention residual is missing: z = ln1(x + attn(x)), not ln1(attn(x)).",
+        "the attention residual is missing: the first norm receives the attention output alone, not its sum "
+        "with the input.",
     ),
     "forgot_ffn_residual": (
         lambda x, ln1, attn, ln2, ffn: ln2(ffn(ln1(x + attn(x)))),
-        "the FFN residual is missing: ln2(z + ffn(z)), not ln2(ffn(z)).",
+        "the FFN residual is missing: the second norm receives the FFN output alone, not its sum with the "
+        "stream.",
     ),
     "ln1_for_both": (
         lambda x, ln1, attn, ln2, ffn: ln1((z := ln1(x + attn(x))) + ffn(z)),
-        "ln1 is used for both sums. Each sub-layer has its own norm: ln1 after the attention sum, "
-        "ln2 after the FFN sum.",
+        "ln1 normalises both sums and ln2 is never used: each sub-layer has its own norm with its own gain.",
     ),
     "no_norms": (
         lambda x, ln1, attn, ln2, ffn: (h := x + attn(x)) + ffn(h),
-        "no norm is applied: that is the unnormalised block. Post-norm wraps each residual sum: "
-        "ln1(x + attn(x)), then ln2(z + ffn(z)).",
+        "no norm is applied: that is the unnormalised block. Post-norm normalises each residual sum.",
     ),
 }
 
@@ -303,7 +324,8 @@ _POST_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
 def post_norm_forward(fn: Callable) -> None:
     """Exercise 5.2: check ``fn(x, ln1, attn, ln2, ffn)`` is the post-norm block."""
     refuse_library_object("5.2", fn, {"prenorm_lib.block.TransformerBlock.post_norm_forward"}, BLOCK_TASK)
-    _check_block("5.2", fn, _post, _POST_NORM_MISTAKES, "z = ln1(x + attn(x)), y = ln2(z + ffn(z))")
+    _check_block("5.2", fn, _post, _POST_NORM_MISTAKES,
+                 "the post-norm block (each branch reads the stream as it is, and each residual sum is normalised)")
     refuse_library_calls("5.2", fn, re.compile(r"\bpost_norm_forward\b" + BLOCK_CONSTRUCTION), BLOCK_TASK)
     passed("5.2", "post-norm block matches TransformerBlock.post_norm_forward on 4 shapes × 2 seeds")
 
@@ -319,10 +341,11 @@ _WHY = {
     ("pre", "stalls"): "even pre-norm stalled here: the learning rate is too high for this model",
     ("pre", "diverges"): "even pre-norm blew up here: the learning rate is far too high for this model",
     ("post", "trains"): "post-norm coped here: the learning rate is low enough that its first steps do no harm",
-    ("post", "stalls"): "post-norm's gradients at initialisation are largest next to the output and every "
-    "sum is renormalised; Adam's first steps move every weight by about the full learning rate at once, "
-    "the stack collapses and the model falls back on word frequencies (loss ≈ unigram loss) — warmup "
-    "avoids this (Xiong et al. 2020)",
+    ("post", "stalls"): "not because its gradients pile up next to the output — with SwiGLU they fall towards "
+    "it (section 3) — but because Adam's first steps move every weight by about the full learning rate "
+    "whatever its gradient, and post-norm turns weight changes of that size into large changes of its output "
+    "(section 6's measurement, Liu et al. 2020's account); the stack collapses and the model falls back on "
+    "word frequencies (loss ≈ unigram loss); warmup keeps those first steps small",
     ("post", "diverges"): "post-norm blew up here: the learning rate is far too high for it",
     ("none", "trains"): "the unnormalised model survived here, which needs a shallow stack or a small scale",
     ("none", "stalls"): "the unnormalised model stalled: nothing keeps its residual stream in range",
@@ -336,10 +359,10 @@ def _judge_prediction(prediction: Any, actual: Mapping[str, str]) -> None:
     """Compare a prediction with the actual outcome of each placement."""
     ex = "5.3"
     expect(ex, isinstance(prediction, Mapping),
-           f"prediction must be a dict like {{'pre': 'trains', 'post': ..., 'none': ...}}, "
-           f"got {describe(prediction)}")
+           f"prediction must be a dict with the keys 'pre', 'post' and 'none', each mapped to 'trains', 'stalls' "
+           f"or 'diverges'; got {describe(prediction)}")
     expect(ex, set(prediction) == set(NORM_PLACEMENTS),
-           f"prediction needs exactly the keys 'pre', 'post', 'none', got {sorted(map(str, prediction))}")
+           f"prediction needs exactly the keys 'pre', 'post', 'none', got {sorted(map(repr, prediction))}")
     for name, guess in prediction.items():
         expect(ex, isinstance(guess, str) and guess.strip().lower() in OUTCOMES,
                f"prediction[{name!r}] = {guess!r} is not one of 'trains', 'stalls', 'diverges'")

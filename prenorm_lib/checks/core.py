@@ -52,9 +52,9 @@ from typing import Any
 import torch
 
 __all__ = [
-    "Hint", "NotDone", "call_learner", "describe", "exercise", "expect", "expect_choice", "expect_close",
-    "expect_trains",
-    "fresh_generator", "object_facts", "passed", "probe", "refuse_library_calls", "refuse_library_object", "todo",
+    "Hint", "NotDone", "call_learner", "dense_tensor", "describe", "exercise", "expect", "expect_choice",
+    "expect_close", "expect_trains", "finite_number", "fresh_generator", "number_hint", "object_facts", "passed",
+    "probe", "refuse_library_calls", "refuse_library_object", "todo",
 ]
 
 
@@ -480,6 +480,16 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def dense_tensor(value: Any) -> bool:
+    """True for a tensor whose values a checker can read and compare: dense, real, not on the meta device.
+
+    A learner may return anything; only such a tensor is worth comparing with the typical
+    mistakes, and ``expect_close`` names whatever else it is.
+    """
+    return (isinstance(value, torch.Tensor) and value.layout == torch.strided and value.device.type != "meta"
+            and not value.is_complex())
+
+
 def expect_close(
     exercise_id: str,
     got: Any,
@@ -515,6 +525,9 @@ def expect_close(
             exercise_id,
             f"returned {_dtype_name(got.dtype)} for a {_dtype_name(want.dtype)} input — {dtype_hint}",
         )
+    if got.layout != torch.strided or got.device.type == "meta":
+        kind = "a meta tensor, which holds no values" if got.device.type == "meta" else f"a {got.layout} tensor"
+        raise Hint(exercise_id, f"returned {kind} — return an ordinary dense tensor computed from the inputs")
     got64 = got.detach().to("cpu", torch.float64)
     want64 = want.detach().to("cpu", torch.float64)
     bad_finite = torch.isfinite(got64) != torch.isfinite(want64)
@@ -544,15 +557,47 @@ def _normalise(answer: Any) -> Any:
 
 
 def _number(value: Any) -> float | None:
-    """``value`` as a float if it is a real number (0-d tensors and NumPy scalars too), else None."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+    """``value`` as a float if it is a real number (0-d tensors and NumPy scalars too), else None.
+
+    inf and nan come back as themselves, because a prediction may name them ("inf");
+    a numeric answer reads through ``finite_number`` instead.
+    """
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1 or value.is_complex() or value.device.type == "meta" or value.layout != torch.strided:
+            return None
         value = value.item()
     if isinstance(value, bool) or (not isinstance(value, int | float) and type(value).__module__ != "numpy"):
+        return None
+    if getattr(getattr(value, "dtype", None), "kind", "f") not in "iuf":  # NumPy bool, complex, str, object
         return None
     try:
         return float(value)
     except (TypeError, ValueError, OverflowError):
         return None
+
+
+def finite_number(value: Any) -> float | None:
+    """``value`` as a float if it is a finite real number, else None: nan and inf answer no numeric question.
+
+    ``abs(nan - 8) > 0.5`` is False, so a tolerance test alone would pass nan; every
+    numeric answer goes through here first.
+    """
+    number = _number(value)
+    return number if number is not None and math.isfinite(number) else None
+
+
+def number_hint(answer: Any, what: str) -> str:
+    """The one line for an answer that is not a finite real number: what it was, and ``what`` is asked
+    ("one number, the standard deviation of q·k")."""
+    try:
+        shown = repr(answer)
+    except Exception:  # a learner's object whose __repr__ raises
+        shown = "an object"
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    if _number(answer) is not None:  # nan or ±inf
+        return f"answer with {what}; {shown} is not a finite number, so it answers nothing"
+    return f"answer with {what}; got {describe(answer)} {shown}"
 
 
 def _as_choice(answer: Any, options: list[Any]) -> Any:

@@ -23,6 +23,7 @@ from prenorm_lib import functional
 from prenorm_lib.checks.core import (
     Hint,
     call_learner,
+    dense_tensor,
     exercise,
     expect,
     expect_close,
@@ -38,7 +39,7 @@ __all__ = ["hidden_dim", "silu", "swiglu"]
 
 def _matches(got: object, want: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     """True if ``got`` is a tensor of ``want``'s shape with the same values (NaN never matches)."""
-    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+    if not dense_tensor(got) or got.shape != want.shape:
         return False
     got64, want64 = got.detach().double(), want.detach().double()
     return bool(torch.allclose(got64, want64, atol=atol, rtol=rtol))
@@ -49,7 +50,7 @@ def _first_matching_variant(got: object, x_args: tuple, variants: dict[str, tupl
     for variant, hint in variants.values():
         try:
             expected = variant(*x_args)
-        except RuntimeError:  # a wrong variant may not even run on these shapes
+        except (RuntimeError, IndexError, ValueError):  # a wrong variant may not even run on these shapes
             continue
         if _matches(got, expected):
             return hint
@@ -149,7 +150,7 @@ def silu(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     extreme = _extreme_inputs(gen)
     want = functional.silu(extreme)  # before the learner's call, which gets a copy of extreme
     got = call_learner(ex, fn, extreme, arg_names=("x",), in_place=SILU_IN_PLACE)
-    if isinstance(got, torch.Tensor) and got.shape == extreme.shape and not torch.isfinite(got).all():
+    if dense_tensor(got) and got.shape == extreme.shape and not torch.isfinite(got).all():
         # name the smallest input that broke (as the old sorted input did), whatever the drawn order
         broken = torch.nonzero(~torch.isfinite(got)).flatten()
         first = broken[extreme[broken].argmin()]
@@ -159,10 +160,11 @@ def silu(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     expect_close(ex, got, want, "values differ from x · σ(x) for large |x| "
                  "(silu(x) → x for x → +∞ and → 0 for x → −∞)")
 
+    shape = tuple(int(n) for n in torch.randint(2, 8, (3,), generator=gen))  # a batch of any small shape
     cases = {
-        "a (3, 5, 7) tensor": torch.randn(3, 5, 7, generator=gen) * 4,
-        "float64": torch.randn(11, dtype=torch.float64, generator=gen),
-        "float16": (torch.randn(4, 6, generator=gen) * 3).half(),
+        f"a {shape} tensor": torch.randn(*shape, generator=gen) * 4,
+        "float64": torch.randn(int(torch.randint(5, 16, (), generator=gen)), dtype=torch.float64, generator=gen),
+        "float16": (torch.randn(*shape[1:], generator=gen) * 3).half(),
     }
     for label, x in cases.items():
         got = call_learner(ex, fn, x, arg_names=("x",), in_place=SILU_IN_PLACE)
@@ -249,6 +251,24 @@ def _swiglu_case(d_model: int, d_ff: int, lead: tuple[int, ...], dtype=torch.flo
     return x, w1, w2, w3
 
 
+def _swiglu_cases() -> dict[str, tuple[torch.Tensor, ...]]:
+    """Four cases with every width drawn afresh (d_model 4 … 12, d_ff ≠ d_model except in the square case),
+    so a forward that writes in a width, or the 8 and 12 of the notebook's example, fails somewhere."""
+    gen = fresh_generator()
+
+    def width(low: int, high: int) -> int:
+        return int(torch.randint(low, high + 1, (), generator=gen))
+
+    d1, d2, d3, d4 = (width(4, 12) for _ in range(4))
+    f1, f3, f4 = d1 + width(2, 12), d3 + width(2, 12), d4 + width(2, 12)
+    return {
+        f"x of shape (2, 5, {d1}) with d_ff = {f1}": _swiglu_case(d1, f1, (2, 5), gen=gen),
+        f"square weights (d_ff = d_model = {d2})": _swiglu_case(d2, d2, (2, 3), gen=gen),
+        f"a single vector x of shape ({d3},) with d_ff = {f3}": _swiglu_case(d3, f3, (), gen=gen),
+        f"float64 with d_model = {d4}, d_ff = {f4}": _swiglu_case(d4, f4, (4,), dtype=torch.float64, gen=gen),
+    }
+
+
 _LIBRARY_SWIGLU = frozenset({"prenorm_lib.functional.swiglu"})
 _LIBRARY_SWIGLU_CALLS = re.compile(r"\bfunctional\s*\.\s*swiglu\b|\bSwiGLU\s*\(")
 SWIGLU_TASK = ("this exercise asks you to write the forward pass yourself from matrix products and SiLU "
@@ -290,12 +310,7 @@ def swiglu(fn: Callable[..., torch.Tensor]) -> None:
     """Exercise 2.2: check ``fn(x, w1, w2, w3) == W2 (SiLU(W1 x) ⊙ W3 x)``."""
     ex = "2.2"
     refuse_library_object(ex, fn, _LIBRARY_SWIGLU, SWIGLU_TASK)
-    cases = {
-        "x of shape (2, 5, 8) with d_ff = 12": _swiglu_case(8, 12, (2, 5)),
-        "square weights (d_ff = d_model = 8)": _swiglu_case(8, 8, (2, 3)),
-        "a single vector x of shape (8,) with d_ff = 12": _swiglu_case(8, 12, ()),
-        "float64 with d_model = 6, d_ff = 16": _swiglu_case(6, 16, (4,), dtype=torch.float64),
-    }
+    cases = _swiglu_cases()
     for label, args in cases.items():
         want = functional.swiglu(*args)  # before the learner's call, which gets copies of the arguments
         got = _call_swiglu(ex, fn, args)
@@ -308,7 +323,8 @@ def swiglu(fn: Callable[..., torch.Tensor]) -> None:
         if isinstance(got, torch.Tensor) and d_ff != d_model and got.shape == (*want.shape[:-1], d_ff):
             raise Hint(ex, f"for {label}: the output has d_ff features — apply W2 (x @ w2.T) to bring it "
                            "back to d_model.")
-        if isinstance(got, torch.Tensor) and args[0].dim() > 1 and got.shape == want.shape[::-1]:
+        if (isinstance(got, torch.Tensor) and args[0].dim() > 1 and got.shape == want.shape[::-1]
+                and want.shape != want.shape[::-1]):
             raise Hint(ex, f"for {label}: the output is transposed ({tuple(got.shape)}) — {COLUMN_HINT}")
         expect_close(ex, got, want, f"for {label}: values differ from W2 (SiLU(W1 x) ⊙ W3 x)",
                      shape_hint="the output must have x's shape (..., d_model)",

@@ -24,6 +24,7 @@ from prenorm_lib.checks.core import (
     PARAMETER_CLASS,
     Hint,
     call_learner,
+    dense_tensor,
     exercise,
     expect,
     expect_choice,
@@ -134,26 +135,67 @@ KEEPDIM_HINT = (
 
 
 def _matches(got: torch.Tensor, candidate: torch.Tensor) -> bool:
-    if not isinstance(got, torch.Tensor) or got.shape != candidate.shape:
+    if not dense_tensor(got) or got.shape != candidate.shape:
         return False
     return torch.allclose(got.detach().double(), candidate.double(), rtol=2e-3, atol=1e-3, equal_nan=True)
 
 
+OLD_EPS = (1e-5, 0.5)  # the values the checks used to send: a drawn eps is never one of them
+
+
+def _log_uniform(gen: torch.Generator, low: float, high: float) -> float:
+    """One number drawn log-uniformly from [low, high], rounded to 2 significant digits so a hint quotes it;
+    never one of ``OLD_EPS``, so an answer that reads eps only when it is an old value fails every check."""
+    value = OLD_EPS[0]
+    while value in OLD_EPS:
+        value = math.exp(math.log(low) + (math.log(high) - math.log(low)) * float(torch.rand((), generator=gen)))
+        value = float(f"{value:.2g}")
+    return value
+
+
 def _kernel_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, float]]:
-    """(description, x, weight, eps), each aimed at a few mistakes; ends with the dtype cases."""
+    """(description, x, weight, eps), each aimed at a few mistakes; ends with the dtype cases.
+
+    Every argument is drawn afresh: the widths (a batch 9 … 24 wide, a vector 3 … 7 long,
+    so neither is the 8 of the notebook's example), eps (a small one, 1e-7 … 1e-5, too small
+    to move an ordinary row beyond the tolerance, so a missing or fixed eps is named where it
+    matters, and a large one, 0.05 … 2, which changes every row), and
+    the dtype cases (fp16 with |x| ≈ 300, bf16, float64). A kernel that writes in any
+    of these instead of reading its arguments fails on some case.
+    """
     gen = fresh_generator()
-    batch = torch.randn(2, 3, 8, generator=gen) + 0.5  # non-zero mean: tells RMS from std
-    gain = torch.rand(8, generator=gen) + 0.5
-    tiny_and_zero = torch.stack([1e-3 * torch.randn(6, generator=gen), torch.zeros(6)])  # (2, 6)
-    loud = 300.0 * (1 + 0.1 * torch.rand(3, 16, generator=gen)) * (torch.randint(0, 2, (3, 16), generator=gen) * 2 - 1)
+
+    def width(low: int, high: int) -> int:
+        return int(torch.randint(low, high + 1, (), generator=gen))
+
+    d, short, tiny_d, loud_d = width(9, 24), width(3, 7), width(3, 12), width(9, 24)
+    small_eps, large_eps = _log_uniform(gen, 1e-7, 1e-5), _log_uniform(gen, 0.05, 2.0)
+    batch = torch.randn(2, 3, d, generator=gen) + 0.5  # non-zero mean: tells RMS from std
+    gain = torch.rand(d, generator=gen) + 0.5
+    tiny_and_zero = torch.stack([1e-3 * torch.randn(tiny_d, generator=gen), torch.zeros(tiny_d)])  # (2, tiny_d)
+    loud = (300.0 * (1 + 0.1 * torch.rand(3, loud_d, generator=gen))
+            * (torch.randint(0, 2, (3, loud_d), generator=gen) * 2 - 1))
     return [
-        ("a (2, 3, 8) float32 batch", batch, gain, 1e-5),
-        ("a single 5-vector", torch.randn(5, generator=gen) - 1.0, torch.rand(5, generator=gen) + 0.5, 1e-5),
-        ("a tiny row and an all-zero row", tiny_and_zero, torch.ones(6), 1e-5),
-        ("eps = 0.5", batch, gain, 0.5),
-        ("an fp16 input with |x| ≈ 300", loud.half(), torch.ones(16, dtype=torch.float16), 1e-5),
-        ("a bf16 input", batch.bfloat16(), gain.bfloat16(), 1e-5),
+        (f"a (2, 3, {d}) float32 batch, eps = {small_eps:g}", batch, gain, small_eps),
+        (f"a single {short}-vector", torch.randn(short, generator=gen) - 1.0, torch.rand(short, generator=gen) + 0.5,
+         small_eps),
+        ("a tiny row and an all-zero row", tiny_and_zero, torch.ones(tiny_d), 1e-5),
+        (f"eps = {large_eps:g}", batch, gain, large_eps),
+        ("an fp16 input with |x| ≈ 300", loud.half(), torch.ones(loud_d, dtype=torch.float16), 1e-5),
+        ("a bf16 input", batch.bfloat16(), gain.bfloat16(), small_eps),
+        (f"a float64 (4, {short}) input, eps = {large_eps:g}",
+         torch.randn(4, short, generator=gen, dtype=torch.float64),
+         torch.rand(short, generator=gen, dtype=torch.float64) + 0.5, large_eps),
     ]
+
+
+def _wrong(mistake: Callable, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor | None:
+    """A typical mistake's output on these inputs, or None where it cannot run on them (a mean over
+    dim −2 of a vector): the checker's own variants must never crash a check."""
+    try:
+        return mistake(x, weight, eps)
+    except (RuntimeError, IndexError, ValueError):
+        return None
 
 
 def _tolerances(dtype: torch.dtype) -> tuple[float, float]:
@@ -179,8 +221,9 @@ def rms_norm(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]) ->
         want = functional.rms_norm(x, weight, eps)  # before the learner's call, which gets copies of x and weight
         got = _call_kernel(fn, x, weight, eps)
         if isinstance(got, torch.Tensor) and got.dtype == want.dtype and not _matches(got, want):
-            for wrong, hint in MISTAKES.values():
-                if not _matches(want, wrong(x, weight, eps)) and _matches(got, wrong(x, weight, eps)):
+            for mistake, hint in MISTAKES.values():
+                wrong = _wrong(mistake, x, weight, eps)
+                if wrong is not None and not _matches(want, wrong) and _matches(got, wrong):
                     raise Hint(KERNEL, f"on {description}: {hint}")
             if x.dtype == torch.float16:
                 raise Hint(KERNEL, f"on {description}: {MISTAKES['no upcast'][1]}")
@@ -232,7 +275,11 @@ def _set_weight(module: nn.Module, value: torch.Tensor) -> None:
 def rms_norm_module(cls: type) -> None:
     """Exercise 1.2: ``cls(d_model, eps=1e-5, device=None, dtype=None)`` behaves like ``RMSNorm``."""
     refuse_library_object(MODULE, cls, LIBRARY_MODULES, MODULE_TASK)
-    d_model = 8
+    # every argument drawn: d_model (9 … 32, never the notebook's 8), eps, the dtype asked for
+    gen = fresh_generator()
+    d_model = int(torch.randint(9, 33, (), generator=gen))
+    large_eps = _log_uniform(gen, 0.2, 2.0)
+    dtype = (torch.float64, torch.float16, torch.bfloat16)[int(torch.randint(3, (), generator=gen))]
     module = call_learner(MODULE, cls, d_model)
     facts = _module_facts(module)
     expect(MODULE, facts["is_module"], f"{cls!r} did not build an nn.Module — subclass nn.Module")
@@ -256,12 +303,12 @@ def rms_norm_module(cls: type) -> None:
         f"the module has {facts['n_params']} parameters, expected {d_model} — RMSNorm has a gain and nothing else "
         "(no bias)",
     )
-    wide = _module_facts(call_learner(MODULE, cls, d_model, dtype=torch.float64))
-    expect(MODULE, wide.get("dtype") == "float64", "dtype=torch.float64 was ignored — pass dtype= on to torch.ones")
+    name = str(dtype).removeprefix("torch.")
+    typed = _module_facts(call_learner(MODULE, cls, d_model, dtype=dtype))
+    expect(MODULE, typed.get("dtype") == name, f"dtype=torch.{name} was ignored — pass dtype= on to torch.ones")
     meta = _module_facts(call_learner(MODULE, cls, d_model, device="meta"))
     expect(MODULE, meta.get("device") == "meta", "device='meta' was ignored — pass device= on to torch.ones")
 
-    gen = fresh_generator()
     x = torch.randn(2, 3, d_model, generator=gen)
     gain = torch.rand(d_model, generator=gen) + 0.5
     want, without_gain = functional.rms_norm(x, gain), functional.rms_norm(x, torch.ones(d_model))
@@ -278,14 +325,14 @@ def rms_norm_module(cls: type) -> None:
     expect_trains(MODULE, cls, module, lambda x, weight: functional.rms_norm(x, weight), {"weight": gain}, x,
                   "after one gradient step the output is wrong — self.weight must be the nn.Parameter forward uses")
 
-    small = 0.1 * x  # mean square ≈ 0.01: eps = 0.5 changes the result a lot
+    small = 0.1 * x  # mean square ≈ 0.01: an eps of 0.2 … 2 changes the result a lot
     ones = torch.ones(d_model)
-    ignored_eps, want = functional.rms_norm(small, ones), functional.rms_norm(small, ones, 0.5)
-    loose = call_learner(MODULE, cls, d_model, eps=0.5)
+    ignored_eps, want = functional.rms_norm(small, ones), functional.rms_norm(small, ones, large_eps)
+    loose = call_learner(MODULE, cls, d_model, eps=large_eps)
     got = call_learner(MODULE, loose, small, arg_names=("x",))
     if _matches(got, ignored_eps):
         raise Hint(MODULE, "the module ignores eps — store it in __init__ (self.eps = eps) and pass it to the kernel")
-    expect_close(MODULE, got, want, "with eps=0.5 the output is wrong")
+    expect_close(MODULE, got, want, f"with eps={large_eps:g} the output is wrong")
     passed(MODULE, "gain is a Parameter of ones with the right shape, dtype and device; forward uses weight and eps")
 
 

@@ -18,9 +18,13 @@ from prenorm_lib import functional
 from prenorm_lib.checks.core import (
     Hint,
     call_learner,
+    dense_tensor,
+    describe,
     exercise,
     expect_close,
+    finite_number,
     fresh_generator,
+    number_hint,
     passed,
     refuse_library_calls,
     refuse_library_object,
@@ -59,23 +63,26 @@ CACHE_MISTAKES = (
 )
 
 def _cache_cases() -> list[tuple[float, int, int]]:
-    """(theta, d_k, max_seq_len), drawn afresh: a few pairs, one pair, 32 pairs over 100 positions, one position."""
+    """(theta, d_k, max_seq_len), drawn afresh: 2 … 8 pairs, one pair, 32 pairs over 100 positions, one position."""
     gen = fresh_generator()
 
     def pick(low: int, high: int) -> int:
         return int(torch.randint(low, high + 1, (), generator=gen))
 
-    return [(float(pick(5000, 20000)), 8, pick(12, 24)), (float(pick(5000, 20000)), 2, pick(3, 9)),
-            (float(pick(300, 800)), 64, 100), (float(pick(5000, 20000)), 16, 1)]
+    return [(float(pick(5000, 20000)), 2 * pick(2, 8), pick(12, 24)), (float(pick(5000, 20000)), 2, pick(3, 9)),
+            (float(pick(300, 800)), 64, 100), (float(pick(5000, 20000)), 2 * pick(4, 16), 1)]
 
 
 def _as_pair(exercise_id: str, result) -> tuple[torch.Tensor, torch.Tensor]:
     if not isinstance(result, tuple | list) or len(result) != 2:
-        raise Hint(exercise_id, f"return a tuple (cos, sin) of two tensors, got {type(result).__name__}"
+        raise Hint(exercise_id, f"return a tuple (cos, sin) of two tensors, got {describe(result)}"
                    + (f" of length {len(result)}" if isinstance(result, tuple | list) else ""))
     for name, t in zip(("cos", "sin"), result, strict=True):
         if not isinstance(t, torch.Tensor):
-            raise Hint(exercise_id, f"{name} should be a torch.Tensor, got {type(t).__name__}")
+            raise Hint(exercise_id, f"{name} should be a torch.Tensor, got {describe(t)}")
+        if not dense_tensor(t) and not t.is_complex():
+            raise Hint(exercise_id, f"{name} holds no values that can be read (a meta or sparse tensor) — return "
+                       "an ordinary tensor of cosines and sines")
         if t.dtype not in (torch.float32, torch.float64):
             raise Hint(exercise_id, f"{name} has dtype {t.dtype}; the cache holds float32 (or float64) values")
     return result[0].to(torch.float64), result[1].to(torch.float64)
@@ -111,7 +118,7 @@ def cos_sin_cache(build_cache: Callable) -> None:
         if _close(cos, want.cos()) and _close(sin, want.sin()):
             continue
         for mistake, hint in CACHE_MISTAKES:
-            wrong_cos, wrong_sin = mistake(args)
+            wrong_cos, wrong_sin = mistake(args)  # float64 tables of the right shape: they always run
             if _close(cos, wrong_cos) and _close(sin, wrong_sin):
                 raise Hint(ex, hint)
         expect_close(ex, cos, want.cos(), "cos does not match cos(position · Θ^(−2k/d_k))", atol=1e-4)
@@ -152,6 +159,15 @@ ROTATION_MISTAKES = (
      "the two members of a pair must share one angle: expand cos/sin with repeat_interleave(2, dim=-1) "
      "(c0, c0, c1, c1, …), not .repeat or torch.cat (c0, c1, …, c0, c1, …)"),
 )
+
+
+def _wrong_rotation(mistake: Callable, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """A typical mistake's rotation in float64, or nan where it cannot run on these shapes (then it matches
+    nothing): the checker's own variants must never crash a check."""
+    try:
+        return mistake(x, cos, sin).to(torch.float64)
+    except (RuntimeError, IndexError, ValueError):
+        return torch.full((), float("nan"), dtype=torch.float64)
 
 
 def _applied_angles(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -196,21 +212,23 @@ def _packed_positions(gen: torch.Generator, seq_len: int = 6) -> torch.Tensor:
 def _rotation_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]]:
     """Inputs drawn afresh on every check; the kinds (heads, packing, one pair, float16) stay."""
     gen = fresh_generator()
-    angles = functional.rope_angles(10000.0, 8, 64)  # (64, 4)
+    theta = float(torch.randint(500, 50001, (), generator=gen))  # the tables' Θ is drawn too
+    d = 2 * int(torch.randint(2, 9, (), generator=gen))  # d_k from 4 to 16
+    angles = functional.rope_angles(theta, d, 64)  # (64, d/2)
     start = int(torch.randint(1, 40, (), generator=gen))
     packed = _packed_positions(gen)
     cases = []
-    x = torch.randn(2, 5, 8, generator=gen)
-    cases.append(("x (2, 5, 8), positions 0 … 4", x, angles[:5].cos(), angles[:5].sin()))
+    x = torch.randn(2, 5, d, generator=gen)
+    cases.append((f"x (2, 5, {d}), positions 0 … 4", x, angles[:5].cos(), angles[:5].sin()))
     x = torch.randn(6, 2, generator=gen)
     positions = torch.randperm(64, generator=gen)[:6].sort().values
-    a = functional.rope_angles(10000.0, 2, 64)[positions]  # (6, 1)
+    a = functional.rope_angles(theta, 2, 64)[positions]  # (6, 1)
     cases.append(("x (6, 2), one pair, positions up to 63", x, a.cos(), a.sin()))
-    x = torch.randn(2, 3, 6, 8, generator=gen)
-    a = angles[packed].unsqueeze(1)  # (2, 1, 6, 4): the same positions for every head
-    cases.append(("x (2 batch, 3 heads, 6, 8), packed positions", x, a.cos(), a.sin()))
-    x = torch.randn(4, 8, generator=gen).to(torch.float16)
-    cases.append(("float16 x (4, 8)", x, angles[start:start + 4].cos(), angles[start:start + 4].sin()))
+    x = torch.randn(2, 3, 6, d, generator=gen)
+    a = angles[packed].unsqueeze(1)  # (2, 1, 6, d/2): the same positions for every head
+    cases.append((f"x (2 batch, 3 heads, 6, {d}), packed positions", x, a.cos(), a.sin()))
+    x = torch.randn(4, d, generator=gen).to(torch.float16)
+    cases.append((f"float16 x (4, {d})", x, angles[start:start + 4].cos(), angles[start:start + 4].sin()))
     return [(name, x, c.to(torch.float32), s.to(torch.float32)) for name, x, c, s in cases]
 
 
@@ -233,12 +251,12 @@ def rotate_pairs(rotate: Callable) -> None:
     for name, x, cos, sin in _rotation_cases():
         want = functional.apply_rope(x, cos, sin)  # before the learner's call, which gets copies of x, cos, sin
         got = call_learner(ex, rotate, x, cos, sin, arg_names=("x", "cos", "sin"), in_place=ROTATION_IN_PLACE)
-        if isinstance(got, torch.Tensor) and got.shape == want.shape and got.dtype == want.dtype:
+        if dense_tensor(got) and got.shape == want.shape and got.dtype == want.dtype:
             got64 = got.to(torch.float64)
             atol = 2e-3 if x.dtype == torch.float16 else 1e-5
             if not _close(got64, want.to(torch.float64), atol=atol):
                 for mistake, hint in ROTATION_MISTAKES:
-                    if _close(got64, mistake(x, cos, sin).to(torch.float64), atol=atol):
+                    if _close(got64, _wrong_rotation(mistake, x, cos, sin), atol=atol):
                         raise Hint(ex, f"{hint} [case: {name}]")
                 if _wrong_positions(x, got, cos, sin):
                     raise Hint(ex, f"each token was rotated by the angles of another position [case: {name}] — "
@@ -275,11 +293,10 @@ def long_range_pair(answer) -> None:
     ex = "3.3"
     right = first_slow_pair()
     n_pairs = LONG_RANGE_D_K // 2
-    if (isinstance(answer, torch.Tensor) and answer.numel() == 1) or type(answer).__module__ == "numpy":
-        answer = answer.item()
-    if isinstance(answer, bool) or not isinstance(answer, int | float) or answer != int(answer):
-        raise Hint(ex, f"answer with one whole number, a pair index k from 0 to {n_pairs - 1}; got {answer!r}")
-    answer = int(answer)
+    value = finite_number(answer)
+    if value is None or value != int(value):
+        raise Hint(ex, number_hint(answer, f"one whole number, a pair index k from 0 to {n_pairs - 1}"))
+    answer = int(value)
     why = ("pair k turns by Θ^(−2k/d_k) per position, so its wavelength is 2π·Θ^(2k/d_k); "
            "solve 2π·10000^(2k/64) > 2048 for the smallest whole k")
     if answer == right + 1:

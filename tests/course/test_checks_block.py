@@ -1,5 +1,6 @@
 """The notebook-05 checkers pass correct blocks and name each typical mistake."""
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -132,15 +133,15 @@ def test_post_norm_from_the_library_is_refused(via):
     ("learner", "hint"),
     [
         (pre_as_post, "post-norm block"),
-        (pre_norm_inside_residual, "applied to the sum"),
-        (pre_forgot_attn_residual, "first residual is missing"),
-        (pre_forgot_ffn_residual, "second residual is missing"),
+        (pre_norm_inside_residual, "applied to the residual sum after attention"),
+        (pre_forgot_attn_residual, "attention residual is missing"),
+        (pre_forgot_ffn_residual, "FFN residual is missing"),
         (pre_normalised_stream, "residual stream itself was normalised"),
         (pre_normalised_stream_both, "residual stream itself was normalised"),
-        (pre_ln2_on_x, "reads ln2(x)"),
+        (pre_ln2_on_x, "FFN branch reads the block's input"),
         (pre_ln1_for_both, "ln1 is used for both"),
         (pre_norms_swapped, "swapped"),
-        (pre_second_residual_from_x, "added to x"),
+        (pre_second_residual_from_x, "added to the block's input"),
         (pre_in_place, "in place"),
         (pre_crashes, "raised RuntimeError"),
         (pre_returns_none, "returned None"),
@@ -227,9 +228,9 @@ def test_post_norm_correct_passes(via, capsys):
         (post_norms_swapped, "wrong order"),
         (post_missing_second_norm, "second norm is missing"),
         (post_missing_first_norm, "first norm is missing"),
-        (post_residual_after_norm, "added after the norm"),
-        (post_ffn_on_x, "the FFN reads x"),
-        (post_ln1_for_both, "ln1 is used for both"),
+        (post_residual_after_norm, "before the residual is added"),
+        (post_ffn_on_x, "the FFN reads the block's input"),
+        (post_ln1_for_both, "ln1 normalises both sums"),
         (post_forgot_ffn_residual, "FFN residual is missing"),
         (post_returns_tuple, "expected a torch.Tensor"),
     ],
@@ -246,7 +247,7 @@ def test_every_variant_differs_from_the_reference_and_from_each_other():
     """If two variants gave the same output, one of their hints could never be shown."""
     block = check._test_block()
     parts = (block.ln1, block.attn, block.ln2, block.ffn)
-    x = 3 * torch.randn(2, 5, check.D_MODEL, generator=torch.Generator().manual_seed(0))
+    x = 3 * torch.randn(2, 5, block.ln1.weight.shape[0], generator=torch.Generator().manual_seed(0))
     for reference, variants in ((check._pre, check._PRE_NORM_MISTAKES), (check._post, check._POST_NORM_MISTAKES)):
         with torch.no_grad():
             outputs = [reference(x, *parts)] + [v(x, *parts) for v, _ in variants.values()]
@@ -319,3 +320,31 @@ def test_grader_judges_divergence_against_the_solutions_answer(capsys):
     assert "Exercise 5.3 passed: you predicted all three runs (pre trains, post stalls, none diverges)" in (
         capsys.readouterr().out
     )
+
+
+def test_block_hints_name_the_mistake_not_the_fix():
+    """A hint says what went wrong in words; the code of the answer (ln1(x + …), attn(ln1(x)), …) is the exercise."""
+    hints = [hint for _, hint in (*check._PRE_NORM_MISTAKES.values(), *check._POST_NORM_MISTAKES.values())]
+    assert len(hints) == 24
+    for hint in hints:
+        assert re.search(r"\b(?:ln1|ln2|attn|ffn)\s*\(|\bx\s*\+|return\b|:=", hint) is None, hint
+
+
+def test_the_post_norm_stall_explanation_agrees_with_section_3():
+    """Notebook 05's section 3: with SwiGLU the post-norm gradient profile falls towards the output."""
+    why = check._WHY[("post", "stalls")]
+    assert "largest next to the output" not in why
+    assert "with SwiGLU they fall towards it (section 3)" in why
+
+
+@pytest.mark.parametrize(("checker", "right"), [(check.pre_norm_forward, pre_norm), (check.post_norm_forward,
+                                                                                      post_norm)])
+def test_a_block_that_writes_in_the_notebooks_width_fails(checker, right):
+    """Widths are drawn per check (never the old d_model = 16), so a block reshaped to 16 fails every check."""
+
+    def reshaped_to_16(x, ln1, attn, ln2, ffn):
+        return right(x, ln1, attn, ln2, ffn).reshape(*x.shape[:-1], 16)
+
+    for _ in range(3):
+        with pytest.raises(Hint, match=rf"^Exercise {checker.exercise_id}: "):
+            checker.core(reshaped_to_16)

@@ -194,7 +194,8 @@ def rotate_keyed_on_yesterdays_packing(x, cos, sin):
 
 
 def test_a_rotation_right_only_on_yesterdays_packed_positions_fails(via):
-    with pytest.raises(Hint, match=r"^Exercise 3\.2: .*\[case: x \(2 batch, 3 heads, 6, 8\), packed positions\]"):
+    # the tables' Θ and d_k are drawn too now, so the old case may already fail before the packed one
+    with pytest.raises(Hint, match=r"^Exercise 3\.2: "):
         rope.rotate_pairs.core(via(rotate_keyed_on_yesterdays_packing))
 
 
