@@ -184,7 +184,7 @@ def _post(x, ln1, attn, ln2, ffn):
     return ln2(z + ffn(z))
 
 
-_PRE_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
+PRE_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
     "post_norm": (
         _post,
         "this is the post-norm block: your norms sit on the residual stream and normalise each sum. In "
@@ -254,7 +254,7 @@ _PRE_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
 def pre_norm_forward(fn: Callable) -> None:
     """Exercise 5.1: check ``fn(x, ln1, attn, ln2, ffn)`` is the pre-norm block."""
     refuse_library_object("5.1", fn, {"prenorm_lib.block.TransformerBlock.pre_norm_forward"}, BLOCK_TASK)
-    _check_block("5.1", fn, _pre, _PRE_NORM_MISTAKES,
+    _check_block("5.1", fn, _pre, PRE_NORM_MISTAKES,
                  "the pre-norm block (each branch reads a normalised copy of the stream, whose sums stay "
                  "unnormalised)")
     refuse_library_calls("5.1", fn, re.compile(r"\bpre_norm_forward\b" + BLOCK_CONSTRUCTION), BLOCK_TASK)

@@ -30,7 +30,6 @@ from torch import nn
 from prenorm_lib import functional
 from prenorm_lib.attention import MultiHeadSelfAttention
 from prenorm_lib.block import TransformerBlock
-from prenorm_lib.checks.block import _PRE_NORM_MISTAKES
 from prenorm_lib.checks.core import (
     MODULE_CLASS,
     Hint,
@@ -402,6 +401,9 @@ def _library_block(gen: torch.Generator) -> TransformerBlock:
 @exercise(BLOCK)
 def block(cls: type) -> None:
     """Exercise 6.6: ``cls(d_model, num_heads, d_ff, max_seq_len, theta)`` is the pre-norm block."""
+    # imported here, not at the top: a graded kernel's copy of checks.block keeps only its probes
+    from prenorm_lib.checks.block import PRE_NORM_MISTAKES
+
     refuse_library_object(BLOCK, cls, {"prenorm_lib.block.TransformerBlock"},
                           "this exercise asks you to assemble the block from your attention and SwiGLU")
     module = _build(BLOCK, cls, D_MODEL, NUM_HEADS, D_FF, MAX_SEQ_LEN, THETA)
@@ -418,7 +420,7 @@ def block(cls: type) -> None:
         args = (x,) if at is None else (x, at)
         got = call_learner(BLOCK, module, *args, arg_names=("x", "token_positions"))
         parts = (library.ln1, lambda t, at=at: library.attn(t, at), library.ln2, library.ffn)
-        mistakes = [(lambda x=x, f=f, parts=parts: f(x, *parts), hint) for f, hint in _PRE_NORM_MISTAKES.values()]
+        mistakes = [(lambda x=x, f=f, parts=parts: f(x, *parts), hint) for f, hint in PRE_NORM_MISTAKES.values()]
         with torch.no_grad():
             want = library(x, at)
         _compare(BLOCK, got, want, label, mistakes)

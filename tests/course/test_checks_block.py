@@ -248,7 +248,7 @@ def test_every_variant_differs_from_the_reference_and_from_each_other():
     block = check._test_block()
     parts = (block.ln1, block.attn, block.ln2, block.ffn)
     x = 3 * torch.randn(2, 5, block.ln1.weight.shape[0], generator=torch.Generator().manual_seed(0))
-    for reference, variants in ((check._pre, check._PRE_NORM_MISTAKES), (check._post, check._POST_NORM_MISTAKES)):
+    for reference, variants in ((check._pre, check.PRE_NORM_MISTAKES), (check._post, check._POST_NORM_MISTAKES)):
         with torch.no_grad():
             outputs = [reference(x, *parts)] + [v(x, *parts) for v, _ in variants.values()]
         for i, a in enumerate(outputs):
@@ -324,7 +324,7 @@ def test_grader_judges_divergence_against_the_solutions_answer(capsys):
 
 def test_block_hints_name_the_mistake_not_the_fix():
     """A hint says what went wrong in words; the code of the answer (ln1(x + …), attn(ln1(x)), …) is the exercise."""
-    hints = [hint for _, hint in (*check._PRE_NORM_MISTAKES.values(), *check._POST_NORM_MISTAKES.values())]
+    hints = [hint for _, hint in (*check.PRE_NORM_MISTAKES.values(), *check._POST_NORM_MISTAKES.values())]
     assert len(hints) == 24
     for hint in hints:
         assert re.search(r"\b(?:ln1|ln2|attn|ffn)\s*\(|\bx\s*\+|return\b|:=", hint) is None, hint
