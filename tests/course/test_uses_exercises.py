@@ -7,7 +7,7 @@ import nbformat
 
 from prenorm_course.exercises.build import exercise_notebook
 from prenorm_course.exercises.check import _other_cell_problems
-from prenorm_course.exercises.kernel import CellRun
+from prenorm_course.exercises.kernel import ERROR, CellRun
 from prenorm_course.exercises.markers import USES_EXERCISES_TAG
 
 
@@ -33,6 +33,18 @@ def test_the_grader_does_not_compare_its_output():
                                                                     text="Exercise 6.7: not done yet\n")])}
     for tags, problems in (([USES_EXERCISES_TAG], 0), ([], 1)):
         course = trains(tags)
-        found = _other_cell_problems(nbformat.v4.new_notebook(cells=[course]), [], learner_run, set(), [],
-                                     {"train": course})
+        found, _ = _other_cell_problems(nbformat.v4.new_notebook(cells=[course]), [], learner_run, set(), [],
+                                        {"train": course})
         assert len(found) == problems
+
+
+def test_a_failure_in_it_is_not_counted_unless_the_learner_edited_it():
+    """In a graded kernel the library's side of 06's comparison is withheld, behind a helper's own error."""
+    failed = {"train": CellRun(status=ERROR, ename="ValueError", evalue="unknown TransformerLM arguments")}
+    for tags, edited, problems in (([USES_EXERCISES_TAG], set(), 0), ([USES_EXERCISES_TAG], {"train"}, 1),
+                                   ([], set(), 1)):
+        course = trains(tags)
+        found, note = _other_cell_problems(nbformat.v4.new_notebook(cells=[course]), [], failed, edited, [],
+                                           {"train": course})
+        assert len(found) == problems, (tags, edited, found)
+        assert ("not compared" in note) == (problems == 0)
