@@ -10,6 +10,7 @@ there the container is the confinement and every ``results.json`` says so.
 
 Each ``results.json`` is checked against the fields of Gradescope's specification
 (https://gradescope-autograders.readthedocs.io/en/latest/specs/, "Output format").
+The zip is the one ``make gradescope NB=01`` writes, the README's command as typed.
 The slow part needs root and bubblewrap; CI sets PRENORM_REQUIRE_GRADESCOPE=1 so that a
 skip there is a failure.
 """
@@ -43,7 +44,7 @@ VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
 NOTEBOOK = "01_rmsnorm.ipynb"
 CHEAT = '''# Exercise {id}: {title}
 import glob, json
-for _path in sorted(glob.glob("/autograder/**/*.ipynb", recursive=True)):
+for _path in sorted(glob.glob("/autograder/source/**/*.ipynb", recursive=True)):
     try:
         _cells = ["".join(c["source"]) for c in json.load(open(_path))["cells"]]
     except (OSError, ValueError, KeyError):
@@ -114,8 +115,9 @@ def autograder(tmp_path_factory) -> Path:
     if os.geteuid() != 0:
         _skip("needs root: Gradescope runs setup.sh and run_autograder as root")
     folder = tmp_path_factory.mktemp("gradescope") / "autograder"
-    zip_path = folder.parent / "autograder.zip"
-    build_zip(repo_root(), zip_path, ["01"])
+    make = subprocess.run(["make", "gradescope", "NB=01"], cwd=repo_root(), capture_output=True, text=True)
+    assert make.returncode == 0 and "grades 01_rmsnorm.ipynb)" in make.stdout, make.stdout + make.stderr
+    zip_path = repo_root() / "dist" / "gradescope-autograder.zip"  # as the README's `make gradescope NB=01` writes it
     (folder / "source").mkdir(parents=True)
     with zipfile.ZipFile(zip_path) as archive:
         archive.extractall(folder / "source")
