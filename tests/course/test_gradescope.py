@@ -83,6 +83,15 @@ def test_an_unknown_notebook_number_is_named(tmp_path: Path, capsys):
     assert "'09'" in err and "expected the two-digit number of a course notebook" in err and "01" in err
 
 
+def test_an_autograder_that_cannot_grade_still_writes_results_that_say_why(tmp_path: Path):
+    results = tmp_path / "results" / "results.json"
+    with pytest.raises(FileNotFoundError, match=r"gradescope\.json"):  # a checkout is not an unpacked zip
+        cli.main(["run", "--root", str(repo_root()), "--submission", str(tmp_path), "--results", str(results)])
+    written = json.loads(results.read_text())
+    assert set(written) <= TOP_FIELDS and written["score"] == 0.0 and written["tests"] == []
+    assert written["output"].startswith("The autograder could not grade this submission: FileNotFoundError")
+
+
 def _skip(reason: str) -> None:
     if REQUIRED:
         pytest.fail(f"{reason} (PRENORM_REQUIRE_GRADESCOPE=1: CI must run the autograder in its layout)")
