@@ -31,7 +31,8 @@ def shared_python() -> Path:
     """A Python >= 3.11 outside any home folder, so every learner can run the venv made from it."""
     for name in ("python3.11", "python3.12", "python3.13", "python3"):
         found = shutil.which(name, path=SYSTEM_PATH)
-        if found:
+        new_enough = "import sys; sys.exit(sys.version_info < (3, 11))"
+        if found and subprocess.run([found, "-c", new_enough]).returncode == 0:
             return Path(found)
     raise FileNotFoundError(f"no python3.11 (or newer) in {SYSTEM_PATH}; Debian: apt-get install python3 python3-venv")
 
