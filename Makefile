@@ -141,5 +141,17 @@ drift-cpus: $(STAMP)
 	$(CPU_PATH_AVX2) $(BIN)/pytest -q -n 2 tests/lab/test_experiments.py -k todays_code -p no:cacheprovider
 	$(CPU_PATH_NO_SIMD) $(BIN)/pytest -q -n 2 tests/lab/test_experiments.py -k todays_code -p no:cacheprovider
 
+## Gradescope: the autograder zip to upload, dist/gradescope-autograder.zip (NB="01 02" for some notebooks only).
+.PHONY: gradescope hub
+gradescope: $(STAMP)
+	$(PY) -m prenorm_course.gradescope build dist/gradescope-autograder.zip $(if $(NB),--notebooks $(NB))
+
+## A class on this server, as root (README "Teaching a class"): make the hub folder, then run JupyterHub on it.
+HUB_DIR  ?= /srv/prenorm-hub
+HUB_PORT ?= 8000
+hub: $(STAMP)
+	$(PY) -m prenorm_course.hub prepare --dir $(HUB_DIR)
+	$(PY) -m prenorm_course.hub serve --dir $(HUB_DIR) --port $(HUB_PORT)
+
 clean:
 	rm -rf $(VENV) _site .pytest_cache build

@@ -60,6 +60,8 @@ EXERCISED = {
     # `make experiment NAME=…` above, and nbval (part of `make test`) executing every notebook.
     "experiments": "test_make_experiment_writes_a_current_record",
     "notebooks": ".ci/run",
+    "gradescope": "tests/course/test_gradescope.py",  # make gradescope NB=01; its zip graded in /autograder
+    "hub": "tests/course/test_hub.py",  # make hub HUB_DIR=… HUB_PORT=…, as root on 127.0.0.1, three learners
 }
 
 

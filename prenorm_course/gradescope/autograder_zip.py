@@ -1,0 +1,99 @@
+"""Write the Gradescope autograder zip: Gradescope's layout around the course's own files.
+
+The zip holds what ``run_autograder`` needs and nothing of the checkout's state: the
+pinned ``requirements.txt`` (without the editable install of the checkout), the library
+``prenorm_lib`` with its data, the grader (``prenorm_course.exercises``) and this
+package, the solution and exercise notebooks (the grader runs a submission inside the
+course notebook and reads each check from the exercise notebook's metadata), the nbval
+sanitize rules, and ``gradescope.json``: which notebooks the assignment grades. Entries
+are sorted and dated 1980-01-01, so the same course gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+from prenorm_course.exercises.paths import SOLUTION_GLOB, exercise_dir, solution_notebooks
+
+CONFIG_NAME = "gradescope.json"
+VENV = "/autograder/venv"
+SKIPPED = {"__pycache__", ".ipynb_checkpoints"}
+
+SETUP_SH = f"""#!/usr/bin/env bash
+# Gradescope runs this once, as root, when it builds the autograder's image.
+set -euo pipefail
+cd /autograder/source
+# Learner kernels run in bubblewrap; where the container does not let it start, run_autograder says so.
+if ! command -v bwrap >/dev/null 2>&1; then
+  apt-get install -y -qq bubblewrap >/dev/null
+fi
+PYTHON=${{PYTHON:-$(command -v python3.11 || command -v python3)}}
+"$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11), "the course needs Python >= 3.11, got " + sys.version'
+"$PYTHON" -m venv {VENV}
+{VENV}/bin/python -m pip install --quiet -r requirements.txt
+{VENV}/bin/python -m pip install --quiet --no-deps .
+"""
+
+RUN_AUTOGRADER = f"""#!/usr/bin/env bash
+# Gradescope runs this once per submission, as root, in /autograder; it writes results/results.json.
+cd /autograder/source
+exec {VENV}/bin/python -m prenorm_course.gradescope run --root /autograder/source \\
+  --submission /autograder/submission --results /autograder/results/results.json
+"""
+
+
+def _course_files(root: Path) -> list[Path]:
+    """The course files the autograder needs, relative to ``root``."""
+    files = [Path("pyproject.toml"), Path("README.md"), Path("tests/nbval_sanitize.cfg")]
+    for package in ("prenorm_lib", "prenorm_course/exercises", "prenorm_course/gradescope"):
+        files += [p.relative_to(root) for p in (root / package).rglob("*")
+                  if p.is_file() and p.suffix != ".pyc" and not (set(p.relative_to(root).parts) & SKIPPED)]
+    files.append(Path("prenorm_course/__init__.py"))
+    files += [p.relative_to(root) for p in solution_notebooks(root)]
+    files += [p.relative_to(root) for p in sorted(exercise_dir(root).glob(SOLUTION_GLOB))]
+    return sorted(set(files))
+
+
+def assignment_notebooks(root: Path, prefixes: list[str] | None) -> list[str]:
+    """The course notebooks the assignment grades: all, or those whose number is in ``prefixes`` ("01")."""
+    names = [p.name for p in solution_notebooks(root)]
+    if not prefixes:
+        return names
+    chosen = []
+    for prefix in prefixes:
+        found = [n for n in names if n.split("_", 1)[0] == prefix]
+        if not found:
+            raise ValueError(f"notebook {prefix!r}: expected the two-digit number of a course notebook, "
+                             f"one of {[n.split('_', 1)[0] for n in names]}")
+        chosen += found
+    return sorted(set(chosen))
+
+
+def pinned_requirements(root: Path) -> str:
+    """requirements.txt without the editable install of the checkout (setup.sh installs the zip's copy)."""
+    lines = (root / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    return "\n".join(line for line in lines if not line.startswith("-e ")) + "\n"
+
+
+def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = (0o100755 if executable else 0o100644) << 16
+    archive.writestr(info, data)
+
+
+def build_zip(root: Path, out: Path, prefixes: list[str] | None = None) -> list[str]:
+    """Write the autograder zip to ``out``; return the notebooks the assignment grades."""
+    notebooks = assignment_notebooks(root, prefixes)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    config = json.dumps({"notebooks": notebooks}, indent=1) + "\n"
+    with zipfile.ZipFile(out, "w") as archive:
+        _add(archive, "setup.sh", SETUP_SH.encode(), executable=True)
+        _add(archive, "run_autograder", RUN_AUTOGRADER.encode(), executable=True)
+        _add(archive, CONFIG_NAME, config.encode())
+        _add(archive, "requirements.txt", pinned_requirements(root).encode())
+        for relative in _course_files(root):
+            _add(archive, relative.as_posix(), (root / relative).read_bytes())
+    return notebooks

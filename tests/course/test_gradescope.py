@@ -1,0 +1,233 @@
+"""The Gradescope autograder, in Gradescope's layout: its zip, its setup and four submissions.
+
+The zip is unpacked into a folder that bubblewrap binds at ``/autograder`` (the rest of
+the system read-only), ``setup.sh`` installs the pinned requirements into a fresh venv
+there, and ``run_autograder`` grades four submissions of notebook 01 -- honest, wrong,
+unfinished, and a cheat that reads the solution notebook from ``/autograder/source``
+-- twice: where bubblewrap can start inside (the course's confinement), and where it
+cannot (the outer sandbox drops CAP_SYS_ADMIN, as Docker's default does):
+there the container is the confinement and every ``results.json`` says so.
+
+Each ``results.json`` is checked against the fields of Gradescope's specification
+(https://gradescope-autograders.readthedocs.io/en/latest/specs/, "Output format").
+The zip is the one ``make gradescope NB=01`` writes, the README's command as typed.
+The slow part needs root and bubblewrap; CI sets PRENORM_REQUIRE_GRADESCOPE=1 so that a
+skip there is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from prenorm_course.exercises.build import read_notebook, write_notebook
+from prenorm_course.exercises.paths import repo_root
+from prenorm_course.exercises.verify import filled_in
+from prenorm_course.gradescope import __main__ as cli
+from prenorm_course.gradescope.autograder_zip import build_zip, pinned_requirements
+
+REQUIRED = os.environ.get("PRENORM_REQUIRE_GRADESCOPE") == "1"
+# Gradescope's "Output format": the fields of results.json and of each test, and the visibilities.
+TOP_FIELDS = {"score", "execution_time", "output", "output_format", "test_output_format", "test_name_format",
+              "visibility", "stdout_visibility", "extra_data", "tests", "leaderboard"}
+TEST_FIELDS = {"score", "max_score", "status", "name", "name_format", "number", "output", "output_format",
+               "tags", "visibility", "extra_data"}
+VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
+NOTEBOOK = "01_rmsnorm.ipynb"
+CHEAT = '''# Exercise {id}: {title}
+import glob, json
+for _path in sorted(glob.glob("/autograder/source/**/*.ipynb", recursive=True)):
+    try:
+        _cells = ["".join(c["source"]) for c in json.load(open(_path))["cells"]]
+    except (OSError, ValueError, KeyError):
+        continue
+    for _source in _cells:
+        if _source.startswith("# Exercise {id}") and "BEGIN SOLUTION" in _source:
+            exec(_source)
+'''
+
+
+def test_the_zip_has_gradescopes_layout_and_the_pinned_requirements(tmp_path: Path):
+    root = repo_root()
+    out = tmp_path / "autograder.zip"
+    assert build_zip(root, out, ["01"]) == [NOTEBOOK]
+    with zipfile.ZipFile(out) as archive:
+        names = archive.namelist()
+        modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
+        config = json.loads(archive.read("gradescope.json"))
+        requirements = archive.read("requirements.txt").decode()
+    assert {"setup.sh", "run_autograder"} <= set(names)  # at the root of the archive, as Gradescope requires
+    assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
+    assert config == {"notebooks": [NOTEBOOK]}
+    assert f"notebooks/{NOTEBOOK}" in names and f"notebooks/exercises/{NOTEBOOK}" in names
+    assert "prenorm_course/exercises/check.py" in names and "prenorm_lib/__init__.py" in names
+    assert not [n for n in names if n.endswith(".pyc") or "__pycache__" in n]
+    pinned = [line for line in (root / "requirements.txt").read_text().splitlines() if not line.startswith("-e ")]
+    assert requirements.splitlines() == pinned == pinned_requirements(root).splitlines()
+    again = tmp_path / "again.zip"
+    build_zip(root, again, ["01"])
+    assert again.read_bytes() == out.read_bytes()  # the same course gives the same bytes
+
+
+def test_an_unknown_notebook_number_is_named(tmp_path: Path, capsys):
+    assert cli.main(["build", str(tmp_path / "a.zip"), "--notebooks", "09"]) == 2
+    err = capsys.readouterr().err
+    assert "'09'" in err and "expected the two-digit number of a course notebook" in err and "01" in err
+
+
+def test_an_autograder_that_cannot_grade_still_writes_results_that_say_why(tmp_path: Path):
+    results = tmp_path / "results" / "results.json"
+    with pytest.raises(FileNotFoundError, match=r"gradescope\.json"):  # a checkout is not an unpacked zip
+        cli.main(["run", "--root", str(repo_root()), "--submission", str(tmp_path), "--results", str(results)])
+    written = json.loads(results.read_text())
+    assert set(written) <= TOP_FIELDS and written["score"] == 0.0 and written["tests"] == []
+    assert written["output"].startswith("The autograder could not grade this submission: FileNotFoundError")
+
+
+def _skip(reason: str) -> None:
+    if REQUIRED:
+        pytest.fail(f"{reason} (PRENORM_REQUIRE_GRADESCOPE=1: CI must run the autograder in its layout)")
+    pytest.skip(reason)
+
+
+def _outer_sandbox(autograder: Path, confined: bool) -> list[str]:
+    """bubblewrap: the system read-only, ``autograder`` at /autograder, pip's cache writable."""
+    args = ["bwrap", "--die-with-parent", "--unshare-pid"]
+    for entry in sorted(Path("/").iterdir()):
+        if entry.name in {"proc", "dev", "tmp", "autograder"}:
+            continue
+        if entry.is_symlink():
+            args += ["--symlink", os.readlink(entry), str(entry)]
+        elif entry.is_dir():
+            args += ["--ro-bind", str(entry), str(entry)]
+    cache = subprocess.run([sys.executable, "-m", "pip", "cache", "dir"], capture_output=True, text=True).stdout
+    args += ["--proc", "/proc", "--dev", "/dev", "--bind", "/tmp", "/tmp", "--bind", str(autograder), "/autograder"]
+    if cache.strip() and Path(cache.strip()).is_dir():
+        args += ["--bind", cache.strip(), cache.strip()]
+    if not confined:  # as in a container without CAP_SYS_ADMIN (Docker's default): bubblewrap cannot start
+        args += ["--cap-drop", "CAP_SYS_ADMIN"]
+    return [*args, "--chdir", "/autograder", "--"]
+
+
+@pytest.fixture(scope="module")
+def autograder(tmp_path_factory) -> Path:
+    if sys.platform != "linux" or shutil.which("bwrap") is None:
+        _skip("needs Linux and bubblewrap (apt-get install bubblewrap) to lay out /autograder")
+    if os.geteuid() != 0:
+        _skip("needs root: Gradescope runs setup.sh and run_autograder as root")
+    folder = tmp_path_factory.mktemp("gradescope") / "autograder"
+    make = subprocess.run(["make", "gradescope", "NB=01"], cwd=repo_root(), capture_output=True, text=True)
+    assert make.returncode == 0 and "grades 01_rmsnorm.ipynb)" in make.stdout, make.stdout + make.stderr
+    zip_path = repo_root() / "dist" / "gradescope-autograder.zip"  # as the README's `make gradescope NB=01` writes it
+    (folder / "source").mkdir(parents=True)
+    with zipfile.ZipFile(zip_path) as archive:
+        archive.extractall(folder / "source")
+    for name in ("setup.sh", "run_autograder"):
+        (folder / "source" / name).chmod(0o755)
+    shutil.copy(folder / "source" / "run_autograder", folder / "run_autograder")  # as Gradescope's image build does
+    start = time.monotonic()
+    setup = subprocess.run([*_outer_sandbox(folder, True), "bash", "/autograder/source/setup.sh"],
+                           capture_output=True, text=True, timeout=1800)
+    assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
+    print(f"\nsetup.sh: {time.monotonic() - start:.0f} s")
+    return folder
+
+
+def _submissions(root: Path) -> dict[str, object]:
+    scaffold = read_notebook(root / "notebooks" / "exercises" / NOTEBOOK)
+    honest = filled_in(scaffold, read_notebook(root / "notebooks" / NOTEBOOK))
+    wrong = filled_in(scaffold, read_notebook(root / "notebooks" / NOTEBOOK))
+    cheat = read_notebook(root / "notebooks" / "exercises" / NOTEBOOK)
+    for cell in wrong.cells:
+        if cell.source.startswith("# Exercise 1.3"):
+            cell.source = '# Exercise 1.3: predict fp16 overflow\nsquare_in_fp16 = "65504"\nnorm_without_upcast = "1"\n'
+    for cell in cheat.cells:
+        for exercise, title in (("1.1", "rms_norm kernel"), ("1.2", "RMSNorm module")):
+            if cell.source.startswith(f"# Exercise {exercise}:"):
+                cell.source = CHEAT.format(id=exercise, title=title)
+    return {"honest": honest, "wrong": wrong, "unfinished": scaffold, "cheat": cheat}
+
+
+def _grade(autograder: Path, notebook, confined: bool) -> tuple[dict, float]:
+    for sub in ("submission", "results"):
+        shutil.rmtree(autograder / sub, ignore_errors=True)
+        (autograder / sub).mkdir()
+    write_notebook(notebook, autograder / "submission" / NOTEBOOK)
+    start = time.monotonic()
+    run = subprocess.run([*_outer_sandbox(autograder, confined), "/autograder/run_autograder"],
+                         capture_output=True, text=True, timeout=900)
+    seconds = time.monotonic() - start
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return json.loads((autograder / "results" / "results.json").read_text()), seconds
+
+
+def _valid(results: dict) -> None:
+    """results.json as Gradescope's specification lays it out."""
+    assert set(results) <= TOP_FIELDS, set(results) - TOP_FIELDS
+    assert isinstance(results["score"], float) and isinstance(results["output"], str)
+    assert results["stdout_visibility"] in VISIBILITIES
+    for test in results["tests"]:
+        assert set(test) <= TEST_FIELDS, set(test) - TEST_FIELDS
+        assert {"name", "score", "max_score", "output", "visibility"} <= set(test)
+        assert test["visibility"] in VISIBILITIES and test["status"] in {"passed", "failed"}
+        assert 0 <= test["score"] <= test["max_score"] == 1.0
+    assert results["score"] == sum(t["score"] for t in results["tests"])
+
+
+EXPECTED = {  # (with bubblewrap, in the container only): the cheat is stopped only where bubblewrap runs
+    "honest": ([1, 1, 1], [1, 1, 1]),
+    "wrong": ([1, 1, 0], [1, 1, 0]),
+    "unfinished": ([0, 0, 0], [0, 0, 0]),
+    "cheat": ([0, 0, 0], [1, 1, 0]),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("confined", [True, False], ids=["bubblewrap", "container"])
+def test_four_submissions_get_their_scores_and_a_valid_results_json(autograder: Path, confined: bool):
+    timings = {}
+    for who, notebook in _submissions(repo_root()).items():
+        results, timings[who] = _grade(autograder, notebook, confined)
+        _valid(results)
+        scores = [t["score"] for t in results["tests"]]
+        assert scores == EXPECTED[who][0 if confined else 1], (who, [t["output"] for t in results["tests"]])
+        assert [t["name"].split(": ", 1)[1].split(" (")[0] for t in results["tests"]] == \
+            ["Exercise 1.1", "Exercise 1.2", "Exercise 1.3"]
+        mode = results["extra_data"]["confinement"]
+        assert mode == ("bubblewrap" if confined else "container")
+        first = results["output"].splitlines()[0]
+        if confined:
+            assert first.startswith("Learner code ran bubblewrap: no network")
+        else:  # never silent: the overall output and every test say the container was the only confinement
+            assert "NOT in bubblewrap" in first and "the solution notebooks among them" in first
+            assert all("NOT in bubblewrap" in t["output"] for t in results["tests"])
+        if who == "wrong":
+            assert results["tests"][2]["output"].startswith("Exercise 1.3 (predict fp16 overflow): hint")
+        if who == "unfinished":
+            assert all(t["output"].startswith(f"Exercise 1.{i + 1} ") and "not done yet" in t["output"]
+                       for i, t in enumerate(results["tests"]))
+    print("\nseconds per submission (" + ("bubblewrap" if confined else "container") + "): "
+          + ", ".join(f"{who} {s:.1f}" for who, s in timings.items()))
+
+
+@pytest.mark.slow
+def test_a_submission_without_a_notebook_scores_zero_and_says_why(autograder: Path):
+    for sub in ("submission", "results"):
+        shutil.rmtree(autograder / sub, ignore_errors=True)
+        (autograder / sub).mkdir()
+    (autograder / "submission" / "answers.txt").write_text("my_rms_norm = ...\n")
+    run = subprocess.run([*_outer_sandbox(autograder, True), "/autograder/run_autograder"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads((autograder / "results" / "results.json").read_text())
+    _valid(results)
+    assert results["score"] == 0.0
+    assert all("not submitted (no notebook of 01_rmsnorm.ipynb)" in t["output"] for t in results["tests"])
