@@ -78,12 +78,13 @@ experiments: $(STAMP)
 
 experiment: $(STAMP)
 	@$(PY) -c 'import sys; from prenorm_lib.lab import experiments as e; names = e.available(); \
-	  given = sys.argv[1:]; ok = len(given) == 1 and given[0] in names; \
+	  force = sys.argv[-1:] == ["--force"]; given = sys.argv[1:len(sys.argv) - force]; \
+	  ok = len(given) == 1 and given[0] in names; \
 	  ok or sys.exit("make experiment: NAME must be one of the records " + ", ".join(names) \
 	                 + (" (make experiments makes them all), got NAME=" + " ".join(given) if given else ", got none")); \
-	  current = not sys.argv[2:] and e.staleness(given[0]) is None; \
+	  current = not force and e.staleness(given[0]) is None; \
 	  current and print(f"{given[0]}: its record is current (same configuration and code), left as it is; FORCE=1 remakes it"); \
-	  sys.exit(3 if current else 0)' $(NAME) $(if $(FORCE),force); \
+	  sys.exit(3 if current else 0)' $(NAME) $(if $(FORCE),--force); \
 	status=$$?; if [ $$status = 3 ]; then exit 0; elif [ $$status != 0 ]; then exit $$status; fi; \
 	$(PY) -m prenorm_lib.lab.experiments run $(NAME)
 
