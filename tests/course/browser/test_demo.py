@@ -114,9 +114,10 @@ def shut_down(server, kernel: str) -> None:
 def late(timings: dict, expects_figure: bool) -> list[str]:
     """The limits of "live at once" a page missed: its first live figure, and its last cell.
 
-    Checked when PRENORM_CLASSROOM_LIMITS is set, as the slider budget is: on the loaded 2-core
-    machine a first figure took 1.99–2.42 s (limit 2 s), so CI, whose timings are noise, only
-    reports them (test-artifacts/browser/report.md)."""
+    Checked when PRENORM_CLASSROOM_LIMITS is set, as CI sets it: there, on the idle 2-core
+    machine, a first figure took 0.91–1.18 s and the last cell 1.0–1.5 s (limits 2 s and 15 s);
+    at load average 3–9 a first figure took 1.99–2.42 s, so a busy machine of your own may leave
+    it unset (the times are still in test-artifacts/browser/report.md)."""
     found = []
     if expects_figure and (timings["first_figure_ms"] or float("inf")) > FIRST_FIGURE_LIMIT_MS:
         found.append(f"first live figure {timings['first_figure_ms']} ms after the request "
