@@ -55,9 +55,14 @@ WITHHELD: dict[str, tuple[str, ...]] = {
         "prenorm_lib.ffn:swiglu_hidden_dim",  # 2.3
         "prenorm_lib.ffn:default_hidden_dim",  # swiglu_hidden_dim for a gated kind
     ),
-    # 3.2 and the layer; 3.1's table stays (``functional.rope_angles``): 3.3's solution reads it through
-    # ``wavelengths`` -- withhold it once 3.3 computes the wavelengths itself.
+    # 3.1's table, every helper that returns it or its speeds θ_k, and 3.2 with the layer. What only calls
+    # these (``SinusoidalPositions``, the clock figures, ``extend_context``) fails on its own. Kept:
+    # ``lab.figures.rope.long_term_decay``: its θ_i stay inside, it returns only RoFormer's bound.
     "03_rope.ipynb": (
+        "prenorm_lib.functional:rope_angles",  # 3.1: the table of angles p·Θ^(−2k/d_k)
+        "prenorm_lib.lab.figures.rope:wavelengths",  # 2π/θ_k: the table's speeds, one division away
+        "prenorm_lib.positions:sinusoidal_encoding",  # sin and cos of the same table, interleaved
+        "prenorm_lib.rope:complex_rotations",  # cos + i·sin of the same table: 3.1's answer as complex numbers
         "prenorm_lib.functional:apply_rope",  # 3.2
         "prenorm_lib.rope:RotaryPositionalEmbedding",  # 3.1 and 3.2 together
         "prenorm_lib.rope:rotation_matrix",  # the same rotation, as a matrix
