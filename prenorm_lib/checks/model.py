@@ -1,11 +1,21 @@
 """Checkers for notebook 06 (your Transformer): every module of the CS336 interface, built by the learner.
 
-Each module check builds the learner's class with the handout's constructor arguments,
-checks its parameter names and shapes (the state-dict names the handout grades), loads
-the library's weights into it and compares outputs, then loads the learner's weights
-into the library's module and compares again. A wrong output is compared with the same
-weights run through a typical mistake (post-norm wiring, a missing final norm, RoPE
-positions not broadcast over the heads, ...), and a match names that mistake.
+Each check draws every constructor argument afresh (``fresh_generator``: widths, heads, d_ff,
+θ, the context length, the vocabulary, the number of layers, never the sizes the checks
+used to send), builds the learner's class with them, checks its parameter names and shapes
+(the state-dict names the handout grades), loads the grader's weights into it and compares
+outputs on drawn inputs with the library's module holding those same weights. A wrong
+output is compared with the same weights run through a typical mistake (post-norm wiring,
+a missing final norm, RoPE positions not broadcast over the heads, ...), and a match names
+that mistake. Every module with weights then takes one gradient step where it lives, and
+its output afterwards must match the step the grader computes (``_expect_trains``).
+
+What the learner's kernel *reports* about its objects (types, parameter names, buffers,
+shared storage, its state dict) only ever produces a hint that fails the check: a kernel
+that lies about them hides at most its own mistake, and a pass rests on the values its
+module returns for inputs the grader chose. The fresh initialisation is read the same way:
+a fresh Linear applied to the identity matrix returns Wᵀ, a fresh Embedding applied to
+every id returns its table.
 
 - 6.1 ``linear(cls)``: ``cls(in_features, out_features)``, weight (out, in), no bias, initialised
   N(0, 2/(in + out)) truncated at ±3σ.
@@ -20,12 +30,14 @@ positions not broadcast over the heads, ...), and a match names that mistake.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
+from torch.func import functional_call
 
 from prenorm_lib import functional
 from prenorm_lib.attention import MultiHeadSelfAttention
@@ -39,6 +51,7 @@ from prenorm_lib.checks.core import (
     expect,
     expect_close,
     fresh_generator,
+    gradient_step,
     object_facts,
     passed,
     probe,
@@ -63,10 +76,77 @@ REIMPLEMENTS: dict[str, list[str]] = {
     LM: ["prenorm_lib.model.TransformerLM"],
 }
 
-D_MODEL, NUM_HEADS, D_FF, MAX_SEQ_LEN, THETA, VOCAB, NUM_LAYERS = 24, 3, 40, 16, 10000.0, 30, 2
 TRUNCATED_STD = 0.98658  # the standard deviation of N(0, 1) truncated at ±3
 TRUNCATED_AT_2_STD = 0.87962  # ... and at ±2 (trunc_normal_'s default cut-offs, for std = 1)
 ATOL = 1e-5
+TRAIN_LR = 0.01  # one SGD step this long moves every output far beyond ATOL, and float32 still agrees
+
+
+# --- the sizes of one check, drawn afresh ------------------------------------------------------
+
+
+class Sizes(NamedTuple):
+    """The constructor arguments of one check of 6.3-6.7, drawn by ``_sizes``."""
+
+    d_model: int
+    num_heads: int
+    d_ff: int
+    max_seq_len: int
+    theta: float
+    vocab: int
+    num_layers: int
+
+
+def _pick(gen: torch.Generator, options: tuple) -> Any:
+    return options[int(torch.randint(len(options), (), generator=gen))]
+
+
+def _between(gen: torch.Generator, low: int, high: int) -> int:
+    """A whole number drawn uniformly from low … high (both included)."""
+    return int(torch.randint(low, high + 1, (), generator=gen))
+
+
+def _theta(gen: torch.Generator) -> float:
+    """θ log-uniform over 200 … 200 000, whole, and never within 7 000 … 14 000 of the usual 10 000: a RoPE
+    that writes in 10 000 instead of reading its argument rotates visibly differently on every draw."""
+    theta = 10000.0
+    while 7000.0 <= theta <= 14000.0:
+        theta = float(round(math.exp(math.log(200) + (math.log(2e5) - math.log(200))
+                                     * float(torch.rand((), generator=gen, dtype=torch.float64)))))
+    return theta
+
+
+def _sizes(gen: torch.Generator) -> Sizes:
+    """Every size of a 6.3-6.7 check drawn, small enough to keep notebook 06's Run All fast.
+
+    The checks used to send d_model 24, 3 heads, d_ff 40, 16 positions, θ = 10 000, 30 tokens
+    and 2 layers; none of these is ever drawn, so a module that writes one of them in instead
+    of reading its argument fails every check: 2, 4 or 5 heads of 4, 6 or 8 channels (even,
+    for RoPE; d_model ≠ 24), d_ff 8 … d_model + 24 above d_model (never 40, never square, so a
+    transposed weight shows in its shape), a context of 20 … 32 positions (an input reaches
+    position 16 or beyond), 40 … 90 tokens, 1 or 3 layers.
+    """
+    num_heads, d_head = _pick(gen, (2, 4, 5)), _pick(gen, (4, 6, 8))
+    while num_heads * d_head == 24:
+        num_heads, d_head = _pick(gen, (2, 4, 5)), _pick(gen, (4, 6, 8))
+    d_model = num_heads * d_head
+    d_ff = 40
+    while d_ff == 40:
+        d_ff = d_model + _between(gen, 8, d_model + 24)
+    return Sizes(d_model, num_heads, d_ff, _between(gen, 20, 32), _theta(gen), _between(gen, 40, 90),
+                 _pick(gen, (1, 3)))
+
+
+def _length(gen: torch.Generator, max_seq_len: int) -> int:
+    """A sequence length T that leaves room: 4 … max_seq_len − 4 (so some positions are never used)."""
+    return _between(gen, 4, max_seq_len - 4)
+
+
+def _positions(gen: torch.Generator, T: int, max_seq_len: int) -> torch.Tensor:
+    """T sorted positions out of 0 … max_seq_len − 1, never 0 … T−1, always including the last one
+    (so a cos/sin table shorter than max_seq_len shows)."""
+    rest = torch.randperm(max_seq_len - 1, generator=gen)[:T - 1]
+    return torch.cat((rest, torch.tensor([max_seq_len - 1]))).sort().values
 
 
 # --- probes: they run where the learner's module lives and return plain data ------------------
@@ -117,6 +197,7 @@ def _seeded(seed_from: torch.Generator, build: Callable[[], nn.Module]) -> nn.Mo
 
 
 def _build(ex: str, cls: Any, *args: Any) -> Any:
+    """``cls(*args)``; a type the kernel reports as no nn.Module is a hint (it can only fail the check)."""
     module = call_learner(ex, cls, *args)
     facts = object_facts(module)
     expect(ex, MODULE_CLASS in facts["types"], f"{describe(module)} is not an nn.Module — subclass nn.Module and "
@@ -125,7 +206,8 @@ def _build(ex: str, cls: Any, *args: Any) -> Any:
 
 
 def _expect_names(ex: str, module: Any, library: nn.Module, names_hint: str) -> None:
-    """The learner's state dict has the library's names and shapes (the handout's)."""
+    """The learner's state dict has the library's names and shapes (the handout's); a hint only: a kernel
+    that reports them falsely still has to compute the library's outputs with the grader's weights."""
     mine = {name: tuple(t.shape) for name, t in probe(module, state_dict_of, module).items()}
     want = {name: tuple(t.shape) for name, t in library.state_dict().items()}
     missing, extra = sorted(set(want) - set(mine)), sorted(set(mine) - set(want))
@@ -142,12 +224,15 @@ def _expect_names(ex: str, module: Any, library: nn.Module, names_hint: str) -> 
 
 
 def _load_both_ways(ex: str, module: Any, library: nn.Module) -> None:
-    """The library's weights load into the learner's module, and the learner's into a library copy."""
+    """The library's weights load into the learner's module, and the learner's into a copy of the library's.
+
+    The copy only tells whether the learner's state dict loads (a hint); the outputs are
+    compared with ``library`` itself, which holds the grader's weights, never the learner's report.
+    """
     error = probe(module, load_state, module, state_dict_of(library))
     expect(ex, not error, f"the library's state dict does not load into your module: {error}")
     probe(module, set_eval, module)
-    mine = probe(module, state_dict_of, module)
-    error = load_state(library, mine)
+    error = load_state(copy.deepcopy(library), probe(module, state_dict_of, module))
     expect(ex, not error, f"your state dict does not load into the library's module: {error}")
 
 
@@ -168,12 +253,29 @@ def _compare(ex: str, got: Any, want: torch.Tensor, label: str,
                  dtype_hint=f"keep the input's dtype [case: {label}]")
 
 
-def _init_statistics(ex: str, weight: Any, std: float, formula: str, others: dict[str, float]) -> None:
-    """A freshly initialised weight looks like N(0, std²) truncated at ±3·std."""
-    expect(ex, isinstance(weight, torch.Tensor), "the module has no `weight` tensor")
-    w = weight.detach().double().flatten()
-    measured, largest = float(w.std()), float(w.abs().max())
-    expect(ex, bool(torch.isfinite(w).all()) and measured > 0, "the fresh weight is not filled with random numbers "
+def _fresh_weight(ex: str, module: Any, identity: torch.Tensor, shape: tuple[int, int], what: str,
+                  check: torch.Tensor, lookup: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                  arg: str) -> torch.Tensor:
+    """The fresh module's weight, read from its outputs: ``module(identity)`` (Wᵀ for a Linear applied to
+    the identity matrix, the table for an Embedding applied to every id), after which ``module(check)``
+    must equal ``lookup(check, that weight)``, so the values read are the ones forward uses."""
+    table = call_learner(ex, module, identity, arg_names=(arg,))
+    expect(ex, isinstance(table, torch.Tensor) and tuple(table.shape) == shape,
+           f"{what} returned {tuple(table.shape) if isinstance(table, torch.Tensor) else describe(table)}, "
+           f"expected shape {shape}")
+    got = call_learner(ex, module, check, arg_names=(arg,))
+    expect_close(ex, got, lookup(check, table.detach()), f"a fresh module's outputs are not {what}'s rows "
+                 "combined as the handout says: forward must use the weight it owns, and nothing else",
+                 atol=ATOL, shape_hint="the output has the wrong shape")
+    return table.detach()
+
+
+def _init_statistics(ex: str, w: torch.Tensor, std: float, formula: str, others: dict[str, float]) -> None:
+    """A freshly initialised weight (read from outputs) looks like N(0, std²) truncated at ±3·std."""
+    w = w.double().flatten()
+    finite = bool(torch.isfinite(w).all())
+    measured, largest = (float(w.std()), float(w.abs().max())) if finite else (0.0, 0.0)
+    expect(ex, finite and measured > 0, "the fresh weight is not filled with random numbers "
            "(torch.empty leaves whatever was in memory): initialise it with nn.init.trunc_normal_")
     expected = std * TRUNCATED_STD
     if largest <= 2 * std * (1 + 1e-4) and abs(measured / (std * TRUNCATED_AT_2_STD) - 1) < 0.05:
@@ -192,9 +294,30 @@ def _init_statistics(ex: str, weight: Any, std: float, formula: str, others: dic
     expect(ex, mean_error < 6, f"the fresh weight's mean is {float(w.mean()):.3g}, expected 0")
 
 
-def _weight(module: Any, name: str = "weight") -> Any:
-    facts = object_facts(module, [name])["attributes"].get(name)
-    return None if facts is None else facts["tensor"]
+def _expect_trains(ex: str, module: Any, library: nn.Module, x: torch.Tensor, after: torch.Tensor,
+                   what: str, lr: float = TRAIN_LR) -> None:
+    """The learner's module, holding ``library``'s weights, learns like it: checked from values.
+
+    ``core.expect_trains`` for a module whose inputs the grader chooses (token ids too): the
+    module takes one SGD step where it lives (``gradient_step``) on ``sum(module(x) * direction)``;
+    the grader takes the same step on ``library``'s weights (``torch.func.functional_call``), and
+    the learner's output on ``after`` must equal the library's with the moved weights. A weight
+    the optimiser does not see (a plain tensor or a buffer, even one reported as a Parameter),
+    one frozen, or one forward does not use, leaves a different output.
+    """
+    gen = fresh_generator()
+    weights = {name: value.detach().clone().requires_grad_(True) for name, value in library.named_parameters()}
+    out = functional_call(library, weights, (x,))
+    direction = torch.randn(out.shape, generator=gen)
+    (out * direction).sum().backward()
+    stepped = {name: (value - lr * value.grad).detach() for name, value in weights.items()}
+    probe(module, gradient_step, module, x, direction, lr)
+    got = call_learner(ex, module, after, arg_names=("x",))
+    with torch.no_grad():
+        want = functional_call(library, stepped, (after,))
+    expect_close(ex, got, want, f"after one gradient step the output is wrong — every weight ({what}) must be an "
+                 "nn.Parameter of the module (module.parameters() is what the optimiser trains) that forward "
+                 "uses, each its own", atol=ATOL)
 
 
 # ---------------------------------------------------------------------------------------
@@ -202,29 +325,47 @@ def _weight(module: Any, name: str = "weight") -> Any:
 # ---------------------------------------------------------------------------------------
 
 
+def _linear_sizes(gen: torch.Generator) -> tuple[int, int]:
+    """(in_features, out_features): one 64 … 128, the other 1.6 … 2.4 times as large, in either order.
+
+    Thousands of weights measure the initial σ to about 1 %; the two widths far apart tell
+    2/(in + out) from 1/in_features and 1/out_features; neither is 256 or 384 (the sizes the
+    check used to send), and their sum never 640, so σ written in for those fails.
+    """
+    small = _between(gen, 64, 128)
+    large = int(small * (1.6 + 0.8 * float(torch.rand((), generator=gen))))
+    return (small, large) if bool(torch.rand((), generator=gen) < 0.5) else (large, small)
+
+
 @exercise(LINEAR)
 def linear(cls: type) -> None:
     """Exercise 6.1: ``cls(in_features, out_features)`` is the handout's bias-free Linear."""
     refuse_library_object(LINEAR, cls, {"prenorm_lib.layers.Linear", "torch.nn.modules.linear.Linear"},
                           "this exercise asks you to write Linear yourself: an nn.Parameter and x @ W.T")
-    d_in, d_out = 256, 384
+    gen = fresh_generator()
+    d_in, d_out = _linear_sizes(gen)
     module = _build(LINEAR, cls, d_in, d_out)
-    _expect_names(LINEAR, module, Linear(d_in, d_out), "a bias-free Linear owns one parameter, `weight`")
+    library = _seeded(gen, lambda: Linear(d_in, d_out))
+    _expect_names(LINEAR, module, library, "a bias-free Linear owns one parameter, `weight`")
+    fresh = _fresh_weight(LINEAR, module, torch.eye(d_in), (d_in, d_out), f"Linear({d_in}, {d_out}) applied to the "
+                          f"({d_in}, {d_in}) identity matrix", torch.randn(3, d_in, generator=gen),
+                          lambda x, w_t: x @ w_t, "x")
     std = math.sqrt(2 / (d_in + d_out))
-    _init_statistics(LINEAR, _weight(module), std, "σ² = 2 / (in_features + out_features)",
+    _init_statistics(LINEAR, fresh, std, f"σ² = 2 / (in_features + out_features) = 2 / {d_in + d_out}",
                      {"N(0, 1)": 1.0, "σ² = 1/in_features": d_in**-0.5, "σ² = 1/out_features": d_out**-0.5,
                       "σ = 2 / (in + out), a standard deviation where the handout means a variance":
                       2 / (d_in + d_out)})
-    gen = fresh_generator()
-    small = _build(LINEAR, cls, 7, 5)
-    library = _seeded(gen, lambda: Linear(7, 5))
-    _load_both_ways(LINEAR, small, library)
-    for label, x in (("x (2, 3, 7)", torch.randn(2, 3, 7, generator=gen)), ("x (7,)", torch.randn(7, generator=gen))):
-        want = library(x)
-        got = call_learner(LINEAR, small, x, arg_names=("x",))
-        _compare(LINEAR, got, want, label)
-    passed(LINEAR, "weight (out, in), no bias, N(0, 2/(in+out)) truncated at ±3σ; y = x Wᵀ with the library's weights "
-           "both ways")
+    _load_both_ways(LINEAR, module, library)
+    batch, T = _between(gen, 1, 3), _between(gen, 2, 6)
+    for label, x in ((f"x ({batch}, {T}, {d_in})", torch.randn(batch, T, d_in, generator=gen)),
+                     (f"x ({d_in},)", torch.randn(d_in, generator=gen))):
+        with torch.no_grad():
+            want = library(x)
+        _compare(LINEAR, call_learner(LINEAR, module, x, arg_names=("x",)), want, label)
+    _expect_trains(LINEAR, module, library, torch.randn(4, d_in, generator=gen),
+                   torch.randn(2, 3, d_in, generator=gen), "weight")
+    passed(LINEAR, "weight (out, in), no bias, N(0, 2/(in+out)) truncated at ±3σ; y = x Wᵀ with the library's "
+           "weights, for drawn widths; trains")
 
 
 @exercise(EMBEDDING)
@@ -232,22 +373,30 @@ def embedding(cls: type) -> None:
     """Exercise 6.2: ``cls(num_embeddings, embedding_dim)`` is the handout's Embedding."""
     refuse_library_object(EMBEDDING, cls, {"prenorm_lib.layers.Embedding", "torch.nn.modules.sparse.Embedding"},
                           "this exercise asks you to write Embedding yourself: an nn.Parameter and indexing")
-    vocab, dim = 512, 96
+    gen = fresh_generator()  # 200 … 400 rows of 32 … 64: never the 512 × 96 the check used to send
+    vocab, dim = _between(gen, 200, 400), _between(gen, 32, 64)
     module = _build(EMBEDDING, cls, vocab, dim)
-    _expect_names(EMBEDDING, module, Embedding(vocab, dim), "an Embedding owns one parameter, `weight`, "
+    library = _seeded(gen, lambda: Embedding(vocab, dim))
+    _expect_names(EMBEDDING, module, library, "an Embedding owns one parameter, `weight`, "
                   "(num_embeddings, embedding_dim)")
-    _init_statistics(EMBEDDING, _weight(module), 1.0, "N(0, 1)",
+    fresh = _fresh_weight(EMBEDDING, module, torch.arange(vocab), (vocab, dim), f"Embedding({vocab}, {dim}) applied "
+                          f"to every id 0 … {vocab - 1}", torch.randint(vocab, (2, 5), generator=gen),
+                          lambda ids, table: table[ids], "token_ids")
+    _init_statistics(EMBEDDING, fresh, 1.0, "N(0, 1)",
                      {"Linear's σ² = 2 / (in + out)": math.sqrt(2 / (vocab + dim)), "σ² = 1/embedding_dim":
                       dim**-0.5})
-    gen = fresh_generator()
-    library = _seeded(gen, lambda: Embedding(vocab, dim))
     _load_both_ways(EMBEDDING, module, library)
-    for label, ids in (("token_ids (2, 9)", torch.randint(vocab, (2, 9), generator=gen)),
-                       ("token_ids (5,) with repeats", torch.tensor([3, 3, 0, vocab - 1, 3]))):
-        got = call_learner(EMBEDDING, module, ids, arg_names=("token_ids",))
-        _compare(EMBEDDING, got, library(ids), label)
+    repeats = torch.tensor([3, 3, 0, vocab - 1, 3])
+    batch, T = _between(gen, 1, 3), _between(gen, 3, 12)
+    for label, ids in ((f"token_ids ({batch}, {T})", torch.randint(vocab, (batch, T), generator=gen)),
+                       ("token_ids (5,) with repeats", repeats)):
+        with torch.no_grad():
+            want = library(ids)
+        _compare(EMBEDDING, call_learner(EMBEDDING, module, ids, arg_names=("token_ids",)), want, label)
+    ids = torch.randint(vocab, (2, 6), generator=gen)
+    _expect_trains(EMBEDDING, module, library, ids, torch.cat((ids.flatten(), repeats)), "weight")
     passed(EMBEDDING, "weight (num_embeddings, embedding_dim), N(0, 1) truncated at ±3; rows looked up with the "
-           "library's table both ways")
+           "library's table, for drawn sizes; trains")
 
 
 # ---------------------------------------------------------------------------------------
@@ -260,18 +409,21 @@ def swiglu(cls: type) -> None:
     """Exercise 6.3: ``cls(d_model, d_ff)`` owns w1, w2, w3 and computes w2(SiLU(w1 x) ⊙ w3 x)."""
     refuse_library_object(SWIGLU, cls, {"prenorm_lib.ffn.SwiGLU", "prenorm_lib.ffn.GatedFeedForward"},
                           "this exercise asks you to write the module yourself from three of your Linears")
-    module = _build(SWIGLU, cls, D_MODEL, D_FF)
     gen = fresh_generator()
-    library = _seeded(gen, lambda: SwiGLU(D_MODEL, D_FF))
+    s = _sizes(gen)
+    module = _build(SWIGLU, cls, s.d_model, s.d_ff)
+    library = _seeded(gen, lambda: SwiGLU(s.d_model, s.d_ff))
     _expect_names(SWIGLU, module, library, "the handout's names are w1 (the gate, (d_ff, d_model)), w2 (the way "
                   "down, (d_model, d_ff)) and w3 (the value, (d_ff, d_model)), each a bias-free Linear")
     _load_both_ways(SWIGLU, module, library)
     w1, w2, w3 = library.w1.weight, library.w2.weight, library.w3.weight
     silu = torch.nn.functional.silu
-    for label, x in (("x (2, 5, 24)", torch.randn(2, 5, D_MODEL, generator=gen)),
-                     ("x (3, 24)", 2 * torch.randn(3, D_MODEL, generator=gen))):
-        got = call_learner(SWIGLU, module, x, arg_names=("x",))
-        _compare(SWIGLU, got, library(x), label, [
+    batch, T = _between(gen, 1, 3), _between(gen, 2, 6)
+    for label, x in ((f"x ({batch}, {T}, {s.d_model})", torch.randn(batch, T, s.d_model, generator=gen)),
+                     (f"x (3, {s.d_model})", 2 * torch.randn(3, s.d_model, generator=gen))):
+        with torch.no_grad():
+            want = library(x)
+        _compare(SWIGLU, call_learner(SWIGLU, module, x, arg_names=("x",)), want, label, [
             (lambda x=x: functional.swiglu(x, w3, w2, w1),
              "the SiLU gates w3's output: the handout gates w1's, w2(SiLU(w1 x) ⊙ w3 x)"),
             (lambda x=x: (x @ w1.T * (x @ w3.T)) @ w2.T, "the SiLU is missing: w2(SiLU(w1 x) ⊙ w3 x)"),
@@ -279,27 +431,37 @@ def swiglu(cls: type) -> None:
              "the SiLU was applied to the product; it acts on the gate alone: SiLU(w1 x) ⊙ w3 x"),
             (lambda x=x: silu(x @ w1.T) @ w2.T, "w3 is never used: the value w3 x multiplies the gate"),
         ])
-    passed(SWIGLU, "w1, w2, w3 with the handout's shapes; w2(SiLU(w1 x) ⊙ w3 x) with the library's weights both ways")
+    _expect_trains(SWIGLU, module, library, torch.randn(2, 3, s.d_model, generator=gen),
+                   torch.randn(2, 3, s.d_model, generator=gen), "w1, w2 and w3")
+    passed(SWIGLU, "w1, w2, w3 with the handout's shapes; w2(SiLU(w1 x) ⊙ w3 x) with the library's weights, for "
+           "drawn d_model and d_ff; trains")
 
 
 # ---------------------------------------------------------------------------------------
 # 6.4 the RoPE module
 # ---------------------------------------------------------------------------------------
 
-D_K = 8
 
-
-def _rotated(x: torch.Tensor, positions: torch.Tensor, pairing: str = "interleaved", sign: float = 1.0):
-    angles = sign * functional.rope_angles(THETA, D_K, MAX_SEQ_LEN)[positions]  # (..., T, d_k/2)
+def _rotated(x: torch.Tensor, positions: torch.Tensor, theta: float, max_seq_len: int,
+             pairing: str = "interleaved", sign: float = 1.0) -> torch.Tensor:
+    angles = sign * functional.rope_angles(theta, x.shape[-1], max_seq_len)[positions]  # (..., T, d_k/2)
     return functional.apply_rope(x, angles.cos(), angles.sin(), pairing)
 
 
 @exercise(ROPE)
 def rope(cls: type) -> None:
-    """Exercise 6.4: ``cls(theta, d_k, max_seq_len)``: cos/sin buffers not in the state dict, sliced by positions."""
+    """Exercise 6.4: ``cls(theta, d_k, max_seq_len)``: cos/sin buffers not in the state dict, sliced by positions.
+
+    θ, d_k (4 … 16, even, never 8) and max_seq_len (20 … 32, never 16) are drawn; every case but
+    the first reaches the last position. Whether cos and sin are parameters, saved or kept in
+    buffers is what the kernel reports: hints that can only fail; the rotations decide a pass.
+    """
     refuse_library_object(ROPE, cls, {"prenorm_lib.rope.RotaryPositionalEmbedding"},
                           "this exercise asks you to write the module yourself")
-    module = _build(ROPE, cls, THETA, D_K, MAX_SEQ_LEN)
+    gen = fresh_generator()
+    s = _sizes(gen)
+    d_k = _pick(gen, (4, 6, 10, 12, 14, 16))
+    module = _build(ROPE, cls, s.theta, d_k, s.max_seq_len)
     facts = object_facts(module)
     expect(ROPE, not facts["parameters"], f"the module has parameters ({', '.join(n for n, _ in facts['parameters'])}):"
            " cos and sin are fixed by θ, so keep them in buffers (self.register_buffer), not nn.Parameter — the "
@@ -309,30 +471,34 @@ def rope(cls: type) -> None:
            "persistent=False — they are derived from θ, and the handout's state dicts have no such entries")
     expect(ROPE, bool(probe(module, buffers_of, module)), "the module has no buffer: compute cos and sin once in "
            "__init__, (max_seq_len, d_k/2) each, and keep them with self.register_buffer(..., persistent=False)")
-    gen = fresh_generator()
-    spread = torch.randperm(MAX_SEQ_LEN, generator=gen)[:6].sort().values
-    batch_positions = torch.stack([torch.randperm(MAX_SEQ_LEN, generator=gen)[:6].sort().values for _ in range(2)])
+    n, T = s.max_seq_len, _length(gen, s.max_seq_len)
+    batch, heads = _between(gen, 2, 3), _between(gen, 2, 4)
+    rows = torch.stack([_positions(gen, T, n) for _ in range(batch)])
     cases = (
-        ("x (6, 8), positions 0 … 5", torch.randn(6, D_K, generator=gen), torch.arange(6)),
-        ("x (2, 6, 8), token_positions (6,), not consecutive", torch.randn(2, 6, D_K, generator=gen), spread),
-        ("x (2, 6, 8), token_positions (2, 6), one row per sequence", torch.randn(2, 6, D_K, generator=gen),
-         batch_positions),
-        ("x (2, 3, 6, 8) (3 heads), token_positions (2, 1, 6)", torch.randn(2, 3, 6, D_K, generator=gen),
-         batch_positions[:, None, :]),
+        (f"x ({T}, {d_k}), positions 0 … {T - 1}", torch.randn(T, d_k, generator=gen), torch.arange(T)),
+        (f"x ({batch}, {T}, {d_k}), token_positions ({T},), not consecutive",
+         torch.randn(batch, T, d_k, generator=gen), _positions(gen, T, n)),
+        (f"x ({batch}, {T}, {d_k}), token_positions ({batch}, {T}), one row per sequence",
+         torch.randn(batch, T, d_k, generator=gen), rows),
+        (f"x ({batch}, {heads}, {T}, {d_k}) ({heads} heads), token_positions ({batch}, 1, {T})",
+         torch.randn(batch, heads, T, d_k, generator=gen), rows[:, None, :]),
     )
     for label, x, positions in cases:
+        label = f"{label}; theta={s.theta:g}, d_k={d_k}, max_seq_len={n}"
         got = call_learner(ROPE, module, x, positions, arg_names=("x", "token_positions"))
-        _compare(ROPE, got, _rotated(x, positions), label, [
-            (lambda x=x, p=positions: _rotated(x, p, "half"),
+        _compare(ROPE, got, _rotated(x, positions, s.theta, n), label, [
+            (lambda x=x, p=positions: _rotated(x, p, s.theta, n, "half"),
              "you rotated the pairs (k, k + d_k/2); the handout pairs neighbours (2k, 2k + 1)"),
-            (lambda x=x, p=positions: _rotated(x, p, sign=-1.0),
+            (lambda x=x, p=positions: _rotated(x, p, s.theta, n, sign=-1.0),
              "the rotation goes the wrong way: (x₀, x₁) → (x₀ cos − x₁ sin, x₀ sin + x₁ cos)"),
-            (lambda x=x: _rotated(x, torch.arange(x.shape[-2])),
+            (lambda x=x: _rotated(x, torch.arange(x.shape[-2]), s.theta, n),
              "token_positions was ignored: slice cos and sin by token_positions (cos[token_positions]), "
              "not by 0 … T−1"),
+            (lambda x=x, p=positions: _rotated(x, p, 10000.0, n),
+             "the rotation uses θ = 10000, not the theta argument: build cos and sin from the theta you are given"),
         ])
     passed(ROPE, "no parameters, cos/sin in buffers outside the state dict; rotations match at given positions, "
-           "per sequence and broadcast over heads")
+           "per sequence and broadcast over heads, for drawn θ, d_k and max_seq_len")
 
 
 # ---------------------------------------------------------------------------------------
@@ -343,26 +509,38 @@ ATTENTION_NAMES = ("the handout's names are q_proj, k_proj, v_proj and output_pr
                    "(d_model, d_model) Linear; RoPE owns nothing that is saved")
 
 
+def _sized(s: Sizes) -> str:
+    return f"d_model={s.d_model}, {s.num_heads} heads, max_seq_len={s.max_seq_len}, theta={s.theta:g}"
+
+
 @exercise(ATTENTION)
 def attention(cls: type) -> None:
     """Exercise 6.5: ``cls(d_model, num_heads, max_seq_len, theta)`` is causal MHSA with RoPE on q and k."""
     refuse_library_object(ATTENTION, cls, {"prenorm_lib.attention.MultiHeadSelfAttention",
                                            "torch.nn.modules.activation.MultiheadAttention"},
                           "this exercise asks you to assemble attention from your Linear and RoPE")
-    module = _build(ATTENTION, cls, D_MODEL, NUM_HEADS, MAX_SEQ_LEN, THETA)
     gen = fresh_generator()
-    library = _seeded(gen, lambda: MultiHeadSelfAttention(D_MODEL, NUM_HEADS, MAX_SEQ_LEN, rope_theta=THETA))
+    s = _sizes(gen)
+    module = _build(ATTENTION, cls, s.d_model, s.num_heads, s.max_seq_len, s.theta)
+    library = _seeded(gen, lambda: MultiHeadSelfAttention(s.d_model, s.num_heads, s.max_seq_len,
+                                                          rope_theta=s.theta))
     _expect_names(ATTENTION, module, library, ATTENTION_NAMES)
     _load_both_ways(ATTENTION, module, library)
-    unrotated = MultiHeadSelfAttention(D_MODEL, NUM_HEADS).eval()
+    unrotated = MultiHeadSelfAttention(s.d_model, s.num_heads).eval()
     unrotated.load_state_dict(library.state_dict())
-    positions = torch.stack([torch.randperm(MAX_SEQ_LEN, generator=gen)[:6].sort().values for _ in range(2)])
+    usual_theta = MultiHeadSelfAttention(s.d_model, s.num_heads, s.max_seq_len, rope_theta=10000.0).eval()
+    usual_theta.load_state_dict(library.state_dict())
+    T = _length(gen, s.max_seq_len)
+    batch = 3 if s.num_heads == 2 else 2  # never the head count: positions not broadcast over heads then fail
+    positions = torch.stack([_positions(gen, T, s.max_seq_len) for _ in range(batch)])
     cases = (
-        ("x (2, 6, 24), token_positions None", torch.randn(2, 6, D_MODEL, generator=gen), None),
-        ("x (2, 6, 24), token_positions (2, 6), not consecutive", torch.randn(2, 6, D_MODEL, generator=gen),
-         positions),
+        (f"x ({batch}, {T}, {s.d_model}), token_positions None", torch.randn(batch, T, s.d_model, generator=gen),
+         None),
+        (f"x ({batch}, {T}, {s.d_model}), token_positions ({batch}, {T}), not consecutive",
+         torch.randn(batch, T, s.d_model, generator=gen), positions),
     )
     for label, x, at in cases:
+        label = f"{label}; {_sized(s)}"
         args = (x,) if at is None else (x, at)
         try:
             got = call_learner(ATTENTION, module, *args, arg_names=("x", "token_positions"))
@@ -378,9 +556,13 @@ def attention(cls: type) -> None:
         _compare(ATTENTION, got, want, label, [
             (lambda x=x: library(x), "token_positions was ignored: pass them on to RoPE"),
             (lambda x=x: unrotated(x), "no RoPE: rotate each head's queries and keys before the scores"),
+            (lambda x=x, at=at: usual_theta(x, at), "the rotation uses θ = 10000, not the theta argument: build "
+             "the RoPE from the theta you are given"),
         ])
-    passed(ATTENTION, "q_proj, k_proj, v_proj, output_proj load both ways; causal, RoPE at given positions "
-           "broadcast over the heads")
+    _expect_trains(ATTENTION, module, library, torch.randn(2, T, s.d_model, generator=gen),
+                   torch.randn(2, T, s.d_model, generator=gen), "q_proj, k_proj, v_proj and output_proj")
+    passed(ATTENTION, "q_proj, k_proj, v_proj, output_proj with the library's weights; causal, RoPE at given "
+           "positions broadcast over the heads, for drawn d_model, heads, max_seq_len and θ; trains")
 
 
 # ---------------------------------------------------------------------------------------
@@ -390,11 +572,11 @@ def attention(cls: type) -> None:
 BLOCK_NAMES = ("the handout's names are ln1, attn (q_proj, k_proj, v_proj, output_proj), ln2 and ffn (w1, w2, w3)")
 
 
-def _library_block(gen: torch.Generator) -> TransformerBlock:
-    block = _seeded(gen, lambda: TransformerBlock(D_MODEL, NUM_HEADS, D_FF, MAX_SEQ_LEN, rope_theta=THETA))
+def _library_block(gen: torch.Generator, s: Sizes) -> TransformerBlock:
+    block = _seeded(gen, lambda: TransformerBlock(s.d_model, s.num_heads, s.d_ff, s.max_seq_len, rope_theta=s.theta))
     with torch.no_grad():  # gains far from 1 and from each other, so every norm's place shows
-        block.ln1.weight.copy_(1 + 0.5 * torch.randn(D_MODEL, generator=gen))
-        block.ln2.weight.copy_(0.3 + 0.5 * torch.rand(D_MODEL, generator=gen))
+        block.ln1.weight.copy_(1 + 0.5 * torch.randn(s.d_model, generator=gen))
+        block.ln2.weight.copy_(0.3 + 0.5 * torch.rand(s.d_model, generator=gen))
     return block
 
 
@@ -406,17 +588,19 @@ def block(cls: type) -> None:
 
     refuse_library_object(BLOCK, cls, {"prenorm_lib.block.TransformerBlock"},
                           "this exercise asks you to assemble the block from your attention and SwiGLU")
-    module = _build(BLOCK, cls, D_MODEL, NUM_HEADS, D_FF, MAX_SEQ_LEN, THETA)
     gen = fresh_generator()
-    library = _library_block(gen)
+    s = _sizes(gen)
+    module = _build(BLOCK, cls, s.d_model, s.num_heads, s.d_ff, s.max_seq_len, s.theta)
+    library = _library_block(gen, s)
     _expect_names(BLOCK, module, library, BLOCK_NAMES)
     _load_both_ways(BLOCK, module, library)
-    library = _library_block(gen)  # fresh weights for the outputs, loaded into the learner's module again
-    error = probe(module, load_state, module, state_dict_of(library))
-    expect(BLOCK, not error, f"the library's state dict does not load into your module: {error}")
-    positions = torch.randperm(MAX_SEQ_LEN, generator=gen)[:5].sort().values
-    for label, x, at in (("x (2, 5, 24) with RMS 3", 3 * torch.randn(2, 5, D_MODEL, generator=gen), None),
-                         ("x (2, 5, 24), token_positions (5,)", torch.randn(2, 5, D_MODEL, generator=gen), positions)):
+    T = _length(gen, s.max_seq_len)
+    positions = _positions(gen, T, s.max_seq_len)
+    for label, x, at in ((f"x (2, {T}, {s.d_model}) with RMS 3", 3 * torch.randn(2, T, s.d_model, generator=gen),
+                          None),
+                         (f"x (2, {T}, {s.d_model}), token_positions ({T},)",
+                          torch.randn(2, T, s.d_model, generator=gen), positions)):
+        label = f"{label}; {_sized(s)}, d_ff={s.d_ff}"
         args = (x,) if at is None else (x, at)
         got = call_learner(BLOCK, module, *args, arg_names=("x", "token_positions"))
         parts = (library.ln1, lambda t, at=at: library.attn(t, at), library.ln2, library.ffn)
@@ -424,8 +608,10 @@ def block(cls: type) -> None:
         with torch.no_grad():
             want = library(x, at)
         _compare(BLOCK, got, want, label, mistakes)
-    passed(BLOCK, "ln1, attn, ln2, ffn load both ways; x + attn(ln1(x)), then h + ffn(ln2(h)), with and without "
-           "token_positions")
+    _expect_trains(BLOCK, module, library, torch.randn(2, T, s.d_model, generator=gen),
+                   torch.randn(2, T, s.d_model, generator=gen), "ln1, attn, ln2 and ffn")
+    passed(BLOCK, "ln1, attn, ln2, ffn with the library's weights; x + attn(ln1(x)), then h + ffn(ln2(h)), with and "
+           "without token_positions, for drawn sizes; trains")
 
 
 # ---------------------------------------------------------------------------------------
@@ -440,15 +626,16 @@ def language_model(cls: type) -> None:
     """Exercise 6.7: ``cls(vocab_size, context_length, d_model, num_layers, num_heads, d_ff, rope_theta)``."""
     refuse_library_object(LM, cls, {"prenorm_lib.model.TransformerLM"},
                           "this exercise asks you to assemble the model from your embedding, blocks and Linear")
-    args = (VOCAB, MAX_SEQ_LEN, D_MODEL, NUM_LAYERS, NUM_HEADS, D_FF, THETA)
+    gen = fresh_generator()
+    s = _sizes(gen)
+    args = (s.vocab, s.max_seq_len, s.d_model, s.num_layers, s.num_heads, s.d_ff, s.theta)
     module = _build(LM, cls, *args)
     expect(LM, not probe(module, shares_weight, module, "lm_head.weight", "token_embeddings.weight"),
            "lm_head.weight is token_embeddings.weight (tied): the handout's model has its own output matrix, "
            "lm_head = Linear(d_model, vocab_size)")
-    gen = fresh_generator()
     library = _seeded(gen, lambda: TransformerLM(*args))
     with torch.no_grad():
-        library.ln_final.weight.copy_(0.5 + torch.rand(D_MODEL, generator=gen))
+        library.ln_final.weight.copy_(0.5 + torch.rand(s.d_model, generator=gen))
     _expect_names(LM, module, library, LM_NAMES)
     _load_both_ways(LM, module, library)
 
@@ -464,12 +651,16 @@ def language_model(cls: type) -> None:
             x = layer(x)
         return library.ln_final(x) @ library.token_embeddings.weight.T
 
-    for label, ids in (("token_ids (2, 7)", torch.randint(VOCAB, (2, 7), generator=gen)),
-                       ("token_ids (16,), the whole context", torch.randint(VOCAB, (MAX_SEQ_LEN,), generator=gen))):
+    T = _length(gen, s.max_seq_len)
+    sized = (f"vocab_size={s.vocab}, context_length={s.max_seq_len}, d_model={s.d_model}, "
+             f"num_layers={s.num_layers}, {s.num_heads} heads, d_ff={s.d_ff}, rope_theta={s.theta:g}")
+    for label, ids in ((f"token_ids (2, {T})", torch.randint(s.vocab, (2, T), generator=gen)),
+                       (f"token_ids ({s.max_seq_len},), the whole context",
+                        torch.randint(s.vocab, (s.max_seq_len,), generator=gen))):
         got = call_learner(LM, module, ids, arg_names=("token_ids",))
         with torch.no_grad():
             want = library(ids)
-        _compare(LM, got, want, label, [
+        _compare(LM, got, want, f"{label}; {sized}", [
             (lambda ids=ids: without_final_norm(ids), "the final norm is missing: lm_head(ln_final(x)) — a "
              "pre-norm stack never normalises its stream, so the head needs one norm at the end"),
             (lambda ids=ids: tied(ids), "the output uses the embedding matrix (a tied head): the handout's model "
@@ -477,5 +668,7 @@ def language_model(cls: type) -> None:
             (lambda want=want: torch.softmax(want, dim=-1), "you returned probabilities: return the logits, "
              "the loss applies the (log-)softmax itself"),
         ])
-    passed(LM, "token_embeddings, layers, ln_final, lm_head load both ways; logits match the library's with the "
-           "same weights")
+    _expect_trains(LM, module, library, torch.randint(s.vocab, (2, T), generator=gen),
+                   torch.randint(s.vocab, (2, T), generator=gen), "token_embeddings, the layers, ln_final and lm_head")
+    passed(LM, "token_embeddings, layers, ln_final, lm_head with the library's weights; logits match for drawn "
+           "sizes, θ and context; trains")
