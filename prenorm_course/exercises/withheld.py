@@ -89,9 +89,15 @@ WITHHELD: dict[str, tuple[str, ...]] = {
         "prenorm_lib.block:TransformerBlock",  # 6.6
         "prenorm_lib.model:TransformerLM",  # 6.7; the library's side of the training comparison fails with it
     ),
-    # 05: nothing yet. 5.3's check cell trains the three blocks in the kernel, which needs the block's
-    # forward passes (``TransformerBlock.pre_norm_forward``, ``post_norm_forward``: the answers to 5.1 and
-    # 5.2); they can be withheld once those runs come from the notebook's records instead.
+    # 5.3's checker reads its runs from the experiment record, in the grader: nothing graded trains a block in
+    # the kernel. The unnormalised, reordered and ReZero passes stay: they add the residuals to whatever the
+    # branches return, so pre- or post-norm through them needs the norms placed by the learner's own code.
+    "05_prenorm_vs_postnorm.ipynb": (
+        "prenorm_lib.block:TransformerBlock.pre_norm_forward",  # 5.1
+        "prenorm_lib.block:TransformerBlock.post_norm_forward",  # 5.2
+        "prenorm_lib.block:TransformerBlock.sandwich_forward",  # pre-norm, given identities as its output norms
+        "prenorm_lib.block:TransformerBlock.deepnorm_forward",  # post-norm, given deepnorm_alpha = 1
+    ),
 }
 
 
