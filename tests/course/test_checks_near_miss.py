@@ -132,7 +132,7 @@ def near_attention_layer(kind: str):
 
         def forward(self, x, token_positions=None):
             positions = torch.arange(x.shape[-2]) if token_positions is None else token_positions
-            weights = {name: getattr(self, name).weight.detach() for name in attention.PROJECTIONS}
+            weights = {name: getattr(self, name).weight for name in attention.PROJECTIONS}
             return miss(attention._mhsa(x, weights, positions, self.shape).to(x.dtype))
 
     return CausalSelfAttention
