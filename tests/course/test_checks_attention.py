@@ -462,3 +462,19 @@ class CausalSelfAttention(_Right):
             del projection.weight
             projection.weight = weight
 '''
+
+
+# ----------------------------- the refusals are lints: in the grader their hint says what they rest on
+
+
+@pytest.mark.parametrize(("learner", "words", "basis"), [
+    (functional.softmax, "that is the library's own", "the type names"),
+    (softmax_torch, "your code calls `.softmax`", "the source"),
+], ids=["object", "calls"])
+def test_a_refusal_in_the_grader_says_it_rests_on_what_the_kernel_reported(learner, words, basis, via):
+    with pytest.raises(Hint) as info:
+        check.stable_softmax(via(learner))
+    assert words in str(info.value)
+    reported = f" [decided from {basis} the learner's kernel reported]"
+    wired = via(learner) is not learner
+    assert str(info.value).endswith(reported) == wired, str(info.value)  # inline the learner's objects are its own
