@@ -397,9 +397,10 @@ def _other_cell_problems(
     """The ordinary cells that did not match the course run, and a note on those not compared.
 
     From the first unedited cell that needed a piece of the library withheld while grading
-    (:mod:`withheld`), or the first unedited ``uses-exercises`` cell that failed, an unedited
-    cell that fails or differs is not counted: it may only lack that cell's results. A cell
-    the learner edited is always compared.
+    (:mod:`withheld`), an unedited cell that fails or differs is not counted: it may only lack
+    that cell's results. A withheld piece keeps its signature, so a helper in front of it (06's
+    ``build_model`` in a ``uses-exercises`` cell) reaches its message rather than an error of
+    its own. A cell the learner edited is always compared.
     """
     exercise_cells = {e.cell_id for e in exercises} | {e.checker_cell_id for e in exercises}
     problems = []
@@ -421,10 +422,7 @@ def _other_cell_problems(
         else:
             continue
         if cell.id not in edited:
-            # a uses-exercises cell sets the learner's classes beside the library's (06 trains both), and the
-            # library's may be withheld behind a helper that words its own error
-            if not withheld_from and run.status == RAN_INTO_ERROR and (
-                    WITHHELD_MARKER in run.evalue or USES_EXERCISES_TAG in options):
+            if not withheld_from and run.status == RAN_INTO_ERROR and WITHHELD_MARKER in run.evalue:
                 withheld_from = _first_line(cell.source)
             if withheld_from:
                 uncompared += 1

@@ -106,14 +106,50 @@ def withheld_for(notebook: str) -> tuple[str, ...]:
     return WITHHELD.get(notebook, ())
 
 
-def _stub(name: str, qualified: str, notebook: str, indent: str, is_class: bool) -> list[str]:
+_KEPT_DECORATORS = ("staticmethod", "classmethod")  # they change how a method is called, so its shape
+
+
+def _signature(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """``function``'s parameters and return annotation as source text: ``(x: Tensor, dim: int = -1) -> Tensor``."""
+    returns = f" -> {ast.unparse(function.returns)}" if function.returns is not None else ""
+    return f"({ast.unparse(function.args)}){returns}"
+
+
+def _init_of(cls: ast.ClassDef, tree: ast.Module) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The ``__init__`` that ``cls`` runs: its own, or that of a base class defined in the same module."""
+    own = next((node for node in cls.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                and node.name == "__init__"), None)
+    if own is not None:
+        return own
+    for base in cls.bases:
+        parent = _find(tree, [base.id]) if isinstance(base, ast.Name) else None
+        if isinstance(parent, ast.ClassDef) and parent is not cls:
+            found = _init_of(parent, tree)
+            if found is not None:
+                return found
+    return None
+
+
+def _stub(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, tree: ast.Module, qualified: str,
+          notebook: str) -> list[str]:
+    """The lines that replace ``node``: a definition of the same name and signature that raises ImportError.
+
+    The signature (parameters, defaults and annotations as source text) is the original's, so code
+    that inspects it (``inspect.signature``, as 06's ``build_model`` does for ``TransformerLM``) or
+    calls it with keyword arguments sees the same shape and reaches the withheld message, not an
+    error of its own. A class keeps the signature of the ``__init__`` it runs (``self, *args,
+    **kwargs`` where that is defined outside the module) and nothing else.
+    """
+    indent = " " * node.col_offset
     message = (f"{qualified} is {MARKER} {notebook}: the graded kernel has no copy of an exercise's answer "
                "(run the notebook yourself to use it)")
-    if is_class:
-        return [f"{indent}class {name}:",
-                f"{indent}    def __init__(self, *args, **kwargs):",
+    if isinstance(node, ast.ClassDef):
+        init = _init_of(node, tree)
+        return [f"{indent}class {node.name}:",
+                f"{indent}    def __init__{_signature(init) if init is not None else '(self, *args, **kwargs)'}:",
                 f"{indent}        raise ImportError({message!r})"]
-    return [f"{indent}def {name}(*args, **kwargs):",
+    kept = [f"{indent}@{d.id}" for d in node.decorator_list if isinstance(d, ast.Name) and d.id in _KEPT_DECORATORS]
+    return [*kept, f"{indent}def {node.name}{_signature(node)}:",
             f"{indent}    raise ImportError({message!r})"]
 
 
@@ -140,7 +176,7 @@ def withheld_source(source: str, module: str, names: Iterable[str], notebook: st
         if node is None:
             raise ValueError(f"withheld: {module} defines no {name!r} (WITHHELD[{notebook!r}] names it)")
         start = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
-        stub = _stub(node.name, f"{module}.{name}", notebook, " " * node.col_offset, isinstance(node, ast.ClassDef))
+        stub = _stub(node, tree, f"{module}.{name}", notebook)
         spans.append((start, node.end_lineno, stub))
     for start, end, stub in sorted(spans, reverse=True):
         lines[start:end] = stub

@@ -35,6 +35,7 @@ from prenorm_lib.checks.core import (
     exercise,
     expect,
     expect_close,
+    expect_trains,
     finite_number,
     fresh_generator,
     n_parameters,
@@ -429,7 +430,11 @@ MHSA_MISTAKES: tuple[tuple[dict, str], ...] = (
 
 
 def _module_facts(module: Any) -> dict:
-    """What Exercise 4.4 needs to know about a learner's module, decided here from plain facts."""
+    """What Exercise 4.4 reads from the facts the learner's kernel reports (type names, shapes, parameter count).
+
+    They only name a mistake early (no ``q_proj``, a bias): a pass never rests on them. That the
+    four weights are the parameters forward uses is shown by values (``expect_trains``).
+    """
     raw = object_facts(module, [f"{name}.weight" for name in PROJECTIONS])
     facts: dict[str, Any] = {"is_module": MODULE_CLASS in raw["types"], "projections": {},
                              "n_params": n_parameters(raw)}
@@ -473,6 +478,14 @@ def _mhsa_cases(layer: Layer, gen: torch.Generator) -> list[tuple[str, torch.Ten
     ]
 
 
+TRAINS_HINT = ("after one gradient step the output is wrong: a projection's weight is not an nn.Parameter of the "
+               "module, or forward computes with something other than those parameters (a copy, a detached "
+               "tensor)")
+# The gradient is ~9× the weights (median over 300 draws): at lr 0.02 a correct float32 layer stays within 0.06 of
+# the tolerance after the step, one weight left out of it misses by ≥ 1375× the tolerance (lr 0.5 fails a correct
+# layer: 17× the tolerance)
+TRAINS_LR = 0.02
+
 HEAD_AXIS_HINT = ("the token axis is not where RoPE and the scores look for it, second to last: were the heads "
                   "split off d_model but left behind the tokens, (B, T, H, d_head) instead of (B, H, T, d_head)?")
 
@@ -492,6 +505,9 @@ def causal_self_attention(cls: type) -> None:
     """Exercise 4.4: ``cls(d_model, num_heads, max_seq_len, rope_theta)`` is causal MHSA with RoPE.
 
     Every constructor argument is drawn afresh (``_layer``), so the layer must use each one.
+    Whether the four projection weights are parameters that forward uses is decided from
+    values, not from the facts the learner's kernel reports: the layer takes one gradient
+    step and must then match the reference with the weights moved by that step.
     """
     refuse_library_object(MHSA, cls, _LIBRARY_MHSA, MHSA_TASK)
     gen = fresh_generator()
@@ -530,6 +546,9 @@ def causal_self_attention(cls: type) -> None:
             shape_hint=f"forward(x) keeps x's shape (…, T, d_model) [case: {name}]",
             dtype_hint=f"return x's dtype [case: {name}]",
         )
+    x = torch.randn(2, int(torch.randint(6, layer.max_seq_len + 1, (), generator=gen)), d, generator=gen)
+    expect_trains(MHSA, cls, module, lambda x, **w: _mhsa(x, w, torch.arange(x.shape[-2]), layer).to(x.dtype),
+                  weights, x, TRAINS_HINT, lr=TRAINS_LR)
     refuse_library_calls(MHSA, cls, _MHSA_CALLS, MHSA_TASK)
     passed(MHSA, "causal multi-head attention with RoPE matches for drawn heads, widths, contexts and rope_theta, "
            "with default and given positions; q_proj, k_proj, v_proj, output_proj are (d_model, d_model) and "

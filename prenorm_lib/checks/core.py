@@ -315,7 +315,9 @@ def call_learner(exercise_id: str, fn: Callable[..., Any], *args: Any, arg_names
     sent; one that changed is a ``Hint`` naming it (``arg_names`` names positional
     arguments, ``in_place`` gives the advice per name). In the grader that comparison is
     made here, from the bytes the learner's kernel sends back, against the exact
-    encoding that was sent; nothing it reports is copied into the checker's tensors.
+    encoding that was sent; nothing it reports is copied into the checker's tensors. So
+    the in-place hint can only fail a check: a kernel that hides a change hides only its
+    own learner's mistake, and the result is compared with references from untouched inputs.
 
     The scaffold's ``NotImplementedError("Exercise N.M: ...")`` becomes ``NotDone``; a
     ``Hint`` propagates; any other exception becomes a ``Hint`` that names the exception,
@@ -447,24 +449,39 @@ def code_only(source: str) -> str:
     return " ".join(kept)
 
 
+def _reported(obj: Any, what: str) -> str:
+    """For a grader's hint about an object in the learner's kernel: what it was decided from (a lint's basis).
+
+    Inline the learner's objects are their own, so nothing is added there.
+    """
+    return f" [decided from {what} the learner's kernel reported]" if is_remote(obj) else ""
+
+
 def refuse_library_object(exercise_id: str, obj: Any, library: Collection[str], task: str) -> None:
     """Hint if ``obj`` *is* one of the ``library`` objects (qualified names), or an instance/subclass of one.
 
-    A lint, not a guarantee: the names come from the learner's kernel (see README).
+    A lint, not a guarantee: the names come from the learner's kernel (see README). It can
+    only fail a check; a pass rests on the values the checker compares, never on this.
     """
     origin = object_facts(obj)["origin"]
     hit = next((name for name in origin if name in library), None) if isinstance(origin, list) else None
     if hit is not None:
-        raise Hint(exercise_id, f"that is the library's own `{hit}`, not your code — {task}")
+        raise Hint(exercise_id, f"that is the library's own `{hit}`, not your code — {task}"
+                                f"{_reported(obj, 'the type names')}")
 
 
 def refuse_library_calls(exercise_id: str, obj: Any, pattern: re.Pattern[str], task: str) -> None:
-    """Hint if the learner's source calls a library implementation of the exercise (``pattern``)."""
+    """Hint if the learner's source calls a library implementation of the exercise (``pattern``).
+
+    A lint like ``refuse_library_object``: the source comes from the learner's kernel, and
+    the refusal can only fail a check.
+    """
     source = probe(obj, learner_source, obj)
     match = pattern.search(code_only(source)) if isinstance(source, str) else None
     if match is not None:
         called = re.sub(r"\s+", "", match.group(0)).rstrip("(")
-        raise Hint(exercise_id, f"your code calls `{called}`, the library's own implementation — {task}")
+        raise Hint(exercise_id, f"your code calls `{called}`, the library's own implementation — {task}"
+                                f"{_reported(obj, 'the source')}")
 
 
 # --- comparing answers -------------------------------------------------------------------

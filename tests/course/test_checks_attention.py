@@ -1,6 +1,7 @@
 """The attention checkers pass correct answers and name each typical mistake with its own hint."""
 
 import math
+import sys
 from typing import ClassVar
 
 import numpy as np
@@ -8,9 +9,13 @@ import pytest
 import torch
 from torch import nn
 
+from prenorm_course.exercises import check as exercises_check
+from prenorm_course.exercises.build import read_notebook
+from prenorm_course.exercises.paths import repo_root
+from prenorm_course.exercises.verify import filled_in
 from prenorm_lib import functional
 from prenorm_lib.attention import MultiHeadSelfAttention
-from prenorm_lib.checks import Hint
+from prenorm_lib.checks import Hint, core
 from prenorm_lib.checks import attention as check
 from prenorm_lib.checks.core import NotDone
 from prenorm_lib.layers import Linear
@@ -347,3 +352,129 @@ def test_layer_built_on_the_library_is_refused(via):
 
     with pytest.raises(Hint, match="your code calls `MultiHeadSelfAttention`"):
         check.causal_self_attention(via(Wrapper))
+
+
+# ------------------------------------- 4.4 rests on values: a gradient step, not the kernel's facts (issue 31)
+
+
+def forge_parameters(monkeypatch):
+    """Patch the kernel-side probe the way the hold-out cheat did: each projection's weight, a plain tensor,
+    is reported as an nn.Parameter, and the parameter count as the four (d_model, d_model) weights."""
+    real = core.facts_of
+
+    def forged(obj, attributes=()):
+        facts = real(obj, attributes)
+        weights = {name: value for name, value in facts["attributes"].items() if value is not None}
+        for value in weights.values():
+            value["types"] = ["torch.nn.parameter.Parameter", *value["types"]]
+        if weights:
+            facts["parameters"] = [[name, list(value["tensor"].shape)] for name, value in weights.items()]
+        return facts
+
+    monkeypatch.setattr(core, "facts_of", forged)
+
+
+class PlainWeights(Attention):
+    """Right values from plain tensors: each projection's weight is an attribute, not an nn.Parameter."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        for name in check.PROJECTIONS:
+            projection = getattr(self, name)
+            weight = projection.weight.detach().clone()
+            del projection.weight
+            projection.weight = weight
+
+
+class Detached(Attention):
+    """Parameters as reported, but forward computes with detached copies of them: the optimiser moves nothing."""
+
+    def forward(self, x, token_positions=None):
+        saved = {name: getattr(self, name).weight for name in check.PROJECTIONS}
+        for name, weight in saved.items():
+            getattr(self, name)._parameters["weight"] = weight.detach()
+        try:
+            return super().forward(x, token_positions)
+        finally:
+            for name, weight in saved.items():
+                getattr(self, name)._parameters["weight"] = weight
+
+
+def test_plain_tensor_weights_are_told_by_the_kernels_own_facts(via):
+    """Without the forgery the reported facts already name the mistake: the layer has no parameters."""
+    with pytest.raises(Hint, match=r"^Exercise 4\.4: the module has 0 parameters, expected"):
+        check.causal_self_attention(via(PlainWeights))
+
+
+def test_plain_tensor_weights_reported_as_parameters_fail(via, monkeypatch):
+    forge_parameters(monkeypatch)
+    with pytest.raises(Hint, match=r"^Exercise 4\.4: after one gradient step the output is wrong"):
+        check.causal_self_attention(via(PlainWeights))
+
+
+def test_a_forward_that_does_not_use_the_reported_parameters_fails(via):
+    with pytest.raises(Hint, match=r"^Exercise 4\.4: after one gradient step the output is wrong"):
+        check.causal_self_attention(via(Detached))
+
+
+def test_the_right_layer_passes_under_the_forgery(via, monkeypatch, capsys):
+    """The forgery reports the truth about a right layer: the gradient step passes it."""
+    forge_parameters(monkeypatch)
+    check.causal_self_attention(via(Attention))
+    assert capsys.readouterr().out.startswith("Exercise 4.4 passed: ")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap confines kernels on Linux only")
+def test_a_kernel_that_reports_plain_tensors_as_parameters_does_not_pass_4_4():
+    """The cheat in a real graded kernel: the solution's layer with plain-tensor weights, its facts forged."""
+    root = repo_root()
+    name = "04_attention.ipynb"
+    nb = filled_in(read_notebook(root / "notebooks" / "exercises" / name), read_notebook(root / "notebooks" / name))
+    cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# Exercise 4.4"))
+    cell.source += FORGED_PLAIN_WEIGHTS
+    result = exercises_check.check_notebook(nb, name, root, 60)
+    statuses = {s.exercise.id: (s.status, s.detail) for s in result.exercises}
+    assert statuses["4.4"][0] == exercises_check.HINT, statuses
+    assert "after one gradient step" in statuses["4.4"][1], statuses
+    assert statuses["4.3"][0] == exercises_check.PASSED, statuses
+
+
+FORGED_PLAIN_WEIGHTS = '''
+import prenorm_lib.checks.core as _core
+_real_facts = _core.facts_of
+def _forged(obj, attributes=()):
+    facts = _real_facts(obj, attributes)
+    weights = {n: v for n, v in facts["attributes"].items() if v is not None}
+    for v in weights.values():
+        v["types"] = ["torch.nn.parameter.Parameter", *v["types"]]
+    if weights:
+        facts["parameters"] = [[n, list(v["tensor"].shape)] for n, v in weights.items()]
+    return facts
+_core.facts_of = _forged
+_Right = CausalSelfAttention
+class CausalSelfAttention(_Right):
+    def __init__(self, *args):
+        super().__init__(*args)
+        for name in ("q_proj", "k_proj", "v_proj", "output_proj"):
+            projection = getattr(self, name)
+            weight = projection.weight.detach().clone()
+            del projection.weight
+            projection.weight = weight
+'''
+
+
+# ----------------------------- the refusals are lints: in the grader their hint says what they rest on
+
+
+@pytest.mark.parametrize(("learner", "words", "basis"), [
+    (functional.softmax, "that is the library's own", "the type names"),
+    (softmax_torch, "your code calls `.softmax`", "the source"),
+], ids=["object", "calls"])
+def test_a_refusal_in_the_grader_says_it_rests_on_what_the_kernel_reported(learner, words, basis, via):
+    with pytest.raises(Hint) as info:
+        check.stable_softmax(via(learner))
+    assert words in str(info.value)
+    reported = f" [decided from {basis} the learner's kernel reported]"
+    wired = via(learner) is not learner
+    assert str(info.value).endswith(reported) == wired, str(info.value)  # inline the learner's objects are its own

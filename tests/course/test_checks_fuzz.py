@@ -221,7 +221,7 @@ def attention_layer(drawn):
 
         def forward(self, x, token_positions=None):
             positions = torch.arange(x.shape[-2]) if token_positions is None else token_positions
-            weights = {name: getattr(self, name).weight.detach() for name in attention.PROJECTIONS}
+            weights = {name: getattr(self, name).weight for name in attention.PROJECTIONS}
             return shaped(attention._mhsa(x, weights, positions, self.shape).to(x.dtype), drawn)
 
     return CausalSelfAttention

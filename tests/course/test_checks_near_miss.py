@@ -132,7 +132,7 @@ def near_attention_layer(kind: str):
 
         def forward(self, x, token_positions=None):
             positions = torch.arange(x.shape[-2]) if token_positions is None else token_positions
-            weights = {name: getattr(self, name).weight.detach() for name in attention.PROJECTIONS}
+            weights = {name: getattr(self, name).weight for name in attention.PROJECTIONS}
             return miss(attention._mhsa(x, weights, positions, self.shape).to(x.dtype))
 
     return CausalSelfAttention
@@ -221,3 +221,46 @@ def test_nudge_is_the_size_the_docstring_says():
     assert torch.equal(nudged(out.half(), "all"), out.half())
     assert torch.equal(nudged(out, "row")[0], out[0]) and not torch.equal(nudged(out, "row")[1], out[1])
     assert math.isclose(float(nudged(torch.tensor([5.0]), "row")), 5.006, rel_tol=1e-6)
+
+
+# --- a pass needs the values: the lints can only fail a check (issue 31, item 2) ----------------------
+
+
+def lints_off(monkeypatch) -> None:
+    """A kernel that reports nothing against its learner: no library origin, no source, no input changed."""
+    from prenorm_course.exercises import remote
+
+    real = core.facts_of
+    monkeypatch.setattr(core, "facts_of", lambda obj, attributes=(): {**real(obj, attributes), "origin": []})
+
+    def learner_source(obj):  # the probe keeps its name, so the agent finds it there too
+        return ""
+
+    learner_source.__module__, learner_source.__qualname__ = core.__name__, "learner_source"
+    monkeypatch.setattr(core, "learner_source", learner_source)
+    monkeypatch.setattr(core, "_changed_inputs", lambda sent, pristine: False)
+    monkeypatch.setattr(remote.Learner, "_changed", lambda self, after, sent: [])
+
+
+@pytest.mark.parametrize("exercise", list(NEAR_MISSES))
+def test_with_every_lint_silenced_a_near_miss_still_fails(exercise, via, monkeypatch):
+    """The library-copy refusals and the in-place hint are decided from what the kernel reports; silencing all of
+    them (as a patched kernel could) lets no near miss through, because the verdict is the values'."""
+    lints_off(monkeypatch)
+    rejected(exercise, "later", via)
+
+
+def softmax_in_place(x, dim):
+    x -= x.amax(dim=dim, keepdim=True)
+    return torch.softmax(x, dim=dim)
+
+
+@pytest.mark.parametrize("learner", [functional.softmax, softmax_in_place], ids=["library", "in place"])
+def test_silencing_the_lints_is_real(learner, via, monkeypatch, capsys):
+    """The control: the same silencing lets the library's own softmax, and one that calls torch.softmax after
+    changing x in place, through 4.1 (right values), so the near misses above fail on their values alone."""
+    with pytest.raises(Hint, match=r"^Exercise 4\.1: (that is the library's own|your function changed its input)"):
+        attention.stable_softmax.core(via(learner))
+    lints_off(monkeypatch)
+    attention.stable_softmax.core(via(learner))
+    assert "Exercise 4.1 passed: " in capsys.readouterr().out

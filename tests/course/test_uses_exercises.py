@@ -9,6 +9,7 @@ from prenorm_course.exercises.build import exercise_notebook
 from prenorm_course.exercises.check import _other_cell_problems
 from prenorm_course.exercises.kernel import ERROR, CellRun
 from prenorm_course.exercises.markers import USES_EXERCISES_TAG
+from prenorm_course.exercises.withheld import MARKER
 
 
 def trains(tags: list[str]) -> nbformat.NotebookNode:
@@ -38,13 +39,17 @@ def test_the_grader_does_not_compare_its_output():
         assert len(found) == problems
 
 
-def test_a_failure_in_it_is_not_counted_unless_the_learner_edited_it():
-    """In a graded kernel the library's side of 06's comparison is withheld, behind a helper's own error."""
-    failed = {"train": CellRun(status=ERROR, ename="ValueError", evalue="unknown TransformerLM arguments")}
-    for tags, edited, problems in (([USES_EXERCISES_TAG], set(), 0), ([USES_EXERCISES_TAG], {"train"}, 1),
-                                   ([], set(), 1)):
+def test_a_withheld_failure_in_it_is_not_counted_unless_the_learner_edited_it():
+    """In a graded kernel the library's side of 06's comparison is withheld: the cell raises the withheld message
+    (the stub keeps TransformerLM's signature, so build_model gets that far); any other failure counts."""
+    withheld = CellRun(status=ERROR, ename="ImportError",
+                       evalue=f"prenorm_lib.model.TransformerLM is {MARKER} 06_your_transformer.ipynb: …")
+    other = CellRun(status=ERROR, ename="ValueError", evalue="unknown TransformerLM arguments")
+    for run, tags, edited, problems in ((withheld, [USES_EXERCISES_TAG], set(), 0),
+                                        (withheld, [USES_EXERCISES_TAG], {"train"}, 1), (withheld, [], set(), 0),
+                                        (other, [USES_EXERCISES_TAG], set(), 1), (other, [], set(), 1)):
         course = trains(tags)
-        found, note = _other_cell_problems(nbformat.v4.new_notebook(cells=[course]), [], failed, edited, [],
-                                           {"train": course})
-        assert len(found) == problems, (tags, edited, found)
+        found, note = _other_cell_problems(nbformat.v4.new_notebook(cells=[course]), [], {"train": run}, edited,
+                                           [], {"train": course})
+        assert len(found) == problems, (run.ename, tags, edited, found)
         assert ("not compared" in note) == (problems == 0)
