@@ -49,7 +49,6 @@ from prenorm_course.exercises.markers import (
     exercise_header,
     has_placeholder,
     scaffold_source,
-    solution_literals,
     strip_nbval_markers,
     validate_solution,
 )
@@ -318,7 +317,7 @@ def _checker(call: CheckCall) -> Any:
     return checker
 
 
-def _grade(exercise: Exercise, call: CheckCall, kernel: Kernel, learner_source: str, solution_source: str,
+def _grade(exercise: Exercise, call: CheckCall, kernel: Kernel, learner_source: str,
            timeout: float) -> tuple[ExerciseStatus, list[str]]:
     """Call the checker here, on the learner's objects in the kernel; the status and notes."""
     notes: list[str] = []
@@ -342,16 +341,7 @@ def _grade(exercise: Exercise, call: CheckCall, kernel: Kernel, learner_source: 
         checker = _checker(call)
         lines: list[str] = []
         with collecting_passes(lines.append):
-            if None in call.args:  # data the notebook computed: judge against the solution's own answer
-                if checker.graded_with_key is None:
-                    raise NotebookError(f"{call.module}.{call.function} takes notebook data but has no answer key")
-                key = solution_literals(solution_source)
-                answers = tuple(key.get(name, NotImplemented) for name in call.learner_names)
-                if NotImplemented in answers:
-                    raise NotebookError(f"Exercise {exercise.id}: the solution's answer is not a literal")
-                checker.graded_with_key(*values, key=answers)
-            else:
-                checker.core(*values)
+            checker.core(*values)
         notes += [f"Exercise {exercise.id}: your code printed or warned: {text.strip().splitlines()[0]}"
                   for text in learner.printed[:2]]
         if not lines:  # every checker ends with passed(); returning without it is no verdict
@@ -495,8 +485,7 @@ def check_notebook(
                 )
                 if statuses[exercise.id] is None:
                     statuses[exercise.id], extra = _grade(exercise, calls[exercise.id], kernel,
-                                                          by_id[exercise.cell_id].source,
-                                                          course_cells[exercise.cell_id].source, timeout)
+                                                          by_id[exercise.cell_id].source, timeout)
                     notes += extra
             if not kernel.alive():
                 kernel.death = kernel.death or "the kernel stopped"

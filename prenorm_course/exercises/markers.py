@@ -390,6 +390,9 @@ def check_call(earlier_sources: list[str], check_source: str, exercise_source: s
     args = tuple(a.id if isinstance(a, ast.Name) and a.id in learner else None for a in call.value.args)
     if not any(args):
         raise NotebookError(f"{where}: the checker call passes nothing the exercise cell defines")
+    if None in args:  # the grader takes only the learner's names from the kernel; it computes the rest itself
+        raise NotebookError(f"{where}: argument {args.index(None) + 1} of the checker call is not a name the exercise "
+                            "cell defines; a checker must compute what else it needs itself")
     lines = strip_nbval_markers(check_source).split("\n")
     kept = [line for number, line in enumerate(lines, start=1) if not call.lineno <= number <= call.end_lineno]
     kernel_source = "\n".join(kept) if any(

@@ -671,15 +671,13 @@ def todo(args: Iterable[Any]) -> str:
     return f"fill in `{names[0]}` above" if names else "fill in the exercise cell above"
 
 
-def exercise(exercise_id: str, *, graded_with_key: Callable[..., None] | None = None):
+def exercise(exercise_id: str):
     """Decorate the checker of Exercise ``exercise_id`` (the function a notebook's check cell calls).
 
     Called in a notebook, an unfinished exercise prints one line ("Exercise 1.1 is not
     done yet — fill in `my_rms_norm` above") and returns, so Run All goes on; a wrong
     answer raises ``Hint`` (one line in IPython). ``checker.core`` is the strict form for
-    the grader: it raises ``NotDone`` too. ``graded_with_key`` grades a prediction
-    against the course solution's own answer, for checkers whose other arguments are
-    data the notebook computes (the grader cannot take those from the learner's kernel).
+    the grader: it raises ``NotDone`` too.
     """
 
     def strict(check: Callable[..., None]) -> Callable[..., None]:
@@ -687,7 +685,7 @@ def exercise(exercise_id: str, *, graded_with_key: Callable[..., None] | None = 
 
         @functools.wraps(check)
         def run(*args: Any, **kwargs: Any) -> None:
-            values = (*args, *(v for k, v in kwargs.items() if k != "key"))
+            values = (*args, *kwargs.values())
             if any(value is Ellipsis for value in values):
                 raise NotDone(exercise_id, todo(values))
             try:
@@ -710,7 +708,6 @@ def exercise(exercise_id: str, *, graded_with_key: Callable[..., None] | None = 
 
         inline.core = core
         inline.exercise_id = exercise_id
-        inline.graded_with_key = strict(graded_with_key) if graded_with_key is not None else None
         return inline
 
     return decorate
