@@ -61,20 +61,9 @@ from prenorm_lib.ffn import SwiGLU
 from prenorm_lib.layers import Embedding, Linear
 from prenorm_lib.model import TransformerLM
 
-__all__ = ["REIMPLEMENTS", "attention", "block", "embedding", "language_model", "linear", "rope", "swiglu"]
+__all__ = ["attention", "block", "embedding", "language_model", "linear", "rope", "swiglu"]
 
 LINEAR, EMBEDDING, SWIGLU, ROPE, ATTENTION, BLOCK, LM = "6.1", "6.2", "6.3", "6.4", "6.5", "6.6", "6.7"
-
-# What each exercise of notebook 06 re-implements: the grader withholds these from the graded kernel.
-REIMPLEMENTS: dict[str, list[str]] = {
-    LINEAR: ["prenorm_lib.layers.Linear"],
-    EMBEDDING: ["prenorm_lib.layers.Embedding"],
-    SWIGLU: ["prenorm_lib.ffn.SwiGLU"],
-    ROPE: ["prenorm_lib.rope.RotaryPositionalEmbedding"],
-    ATTENTION: ["prenorm_lib.attention.MultiHeadSelfAttention"],
-    BLOCK: ["prenorm_lib.block.TransformerBlock"],
-    LM: ["prenorm_lib.model.TransformerLM"],
-}
 
 TRUNCATED_STD = 0.98658  # the standard deviation of N(0, 1) truncated at ±3
 TRUNCATED_AT_2_STD = 0.87962  # ... and at ±2 (trunc_normal_'s default cut-offs, for std = 1)

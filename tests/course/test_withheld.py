@@ -17,6 +17,7 @@ import pytest
 from prenorm_course.exercises import check
 from prenorm_course.exercises.build import read_notebook
 from prenorm_course.exercises.kernel import ERROR, OK, CellRun, Kernel
+from prenorm_course.exercises.leaks import LIBRARY_ANSWERS
 from prenorm_course.exercises.markers import Exercise
 from prenorm_course.exercises.paths import repo_root
 from prenorm_course.exercises.sandbox import CONFINED, CourseFiles, Sandbox
@@ -159,3 +160,17 @@ def test_a_copy_of_the_library_run_through_exec_does_not_pass_4_3():
     assert statuses["4.3"][0] == check.HINT and MARKER in statuses["4.3"][1], statuses
     assert statuses["4.1"][0] == statuses["4.4"][0] == check.PASSED, statuses
     assert any("were not compared with the course run" in note for note in result.notes)
+
+
+def test_every_library_answer_is_withheld_from_its_notebooks_graded_kernel():
+    """What ``leaks`` keeps out of view (the code an exercise re-implements) the grader keeps out of reach.
+
+    One list per purpose, tied here: an exercise's own answer (``leaks.LIBRARY_ANSWERS``, per
+    exercise) must be among what its notebook's kernel lacks (``WITHHELD``, which adds every
+    helper computing the same); a withheld class covers its methods.
+    """
+    for exercise_id, answers in LIBRARY_ANSWERS.items():
+        [notebook] = [name for name in WITHHELD if name.startswith(f"{int(exercise_id.split('.')[0]):02d}_")]
+        for answer in answers:
+            assert any(answer == held or answer.startswith(held + ".") for held in WITHHELD[notebook]), \
+                f"{exercise_id}: {answer} is not withheld from {notebook}'s graded kernel"
