@@ -42,10 +42,13 @@ MARKER = "withheld while grading"
 _PARSING = threading.Lock()
 
 WITHHELD: dict[str, tuple[str, ...]] = {
-    # 1.2 (the module) only: 1.2 tells the learner to call the library kernel ``functional.rms_norm``, so
-    # 1.1's answer (``functional.rms_norm``, and ``prms_norm``, the same over a fraction of the channels)
-    # can be withheld only once 1.2 calls the learner's own kernel instead.
-    "01_rmsnorm.ipynb": ("prenorm_lib.norm:RMSNorm",),
+    # 1.2's forward calls the learner's own kernel (``my_rms_norm``, 1.1), so both answers go; everything else
+    # in the library that normalises (figures, timing, the block, the model) calls one of these three.
+    "01_rmsnorm.ipynb": (
+        "prenorm_lib.functional:rms_norm",  # 1.1
+        "prenorm_lib.functional:prms_norm",  # RMSNorm over the first p of the channels: with p = 1, 1.1's answer
+        "prenorm_lib.norm:RMSNorm",  # 1.2
+    ),
     "02_swiglu_silu_relu.ipynb": (
         "prenorm_lib.functional:silu",  # 2.1
         "prenorm_lib.functional:swiglu",  # 2.2, and the kernel of every gated FFN (SwiGLU with its activation)

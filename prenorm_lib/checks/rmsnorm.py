@@ -1,7 +1,8 @@
 """Checkers of notebook 01's exercises (RMSNorm).
 
 * ``rms_norm(fn)`` — Exercise 1.1, the kernel ``fn(x, weight, eps)``.
-* ``rms_norm_module(cls)`` — Exercise 1.2, the module class ``cls(d_model, eps, device, dtype)``.
+* ``rms_norm_module(cls)`` — Exercise 1.2, the module class ``cls(d_model, eps, device, dtype)``,
+  whose ``forward`` calls the learner's own kernel ``my_rms_norm`` from 1.1.
 * ``fp16_prediction(square, normalised)`` — Exercise 1.3, predict-then-run on fp16.
 
 A wrong kernel is diagnosed by comparing its output with small wrong kernels, one per
@@ -23,6 +24,7 @@ from prenorm_lib.checks.core import (
     MODULE_CLASS,
     PARAMETER_CLASS,
     Hint,
+    NotDone,
     call_learner,
     dense_tensor,
     exercise,
@@ -31,6 +33,8 @@ from prenorm_lib.checks.core import (
     expect_close,
     expect_trains,
     fresh_generator,
+    is_callable,
+    is_remote,
     n_parameters,
     object_facts,
     passed,
@@ -239,7 +243,72 @@ def rms_norm(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]) ->
 
 LIBRARY_MODULES = frozenset({"prenorm_lib.norm.RMSNorm", "torch.nn.modules.normalization.RMSNorm"})
 MODULE_TASK = ("this exercise asks you to write the module yourself: subclass nn.Module, store the gain as an "
-               "nn.Parameter and call your kernel (or functional.rms_norm) in forward")
+               "nn.Parameter and call your kernel my_rms_norm in forward")
+KERNEL_NAME = "my_rms_norm"  # what Exercise 1.1 defines and 1.2's forward calls
+
+
+def _learner_kernel(cls: object) -> object:
+    """The learner's ``my_rms_norm`` (Exercise 1.1), where ``cls`` lives, or None.
+
+    1.2's ``forward`` calls 1.1's kernel, so a wrong kernel makes a right module's output
+    wrong too; the checker calls this kernel only to word that hint (``_kernel_first``).
+    No verdict rests on it: a module passes only by matching the reference computed here.
+    In the grader it is the name in the learner's namespace (as the grader finds every
+    learner name); inline, the name as ``forward`` sees it, in the notebook's globals.
+    """
+    if is_remote(cls):
+        kernel = cls.learner.lookup(KERNEL_NAME)
+    else:
+        namespace = getattr(getattr(cls, "forward", None), "__globals__", None)
+        kernel = namespace.get(KERNEL_NAME) if isinstance(namespace, dict) else None
+    return kernel if is_callable(kernel) else None
+
+
+def _agrees(got: object, want: torch.Tensor) -> bool:
+    """``got`` is ``want`` within ``expect_close``'s default tolerance (same shape, dtype and non-finite entries)."""
+    return (dense_tensor(got) and got.shape == want.shape and got.dtype == want.dtype
+            and torch.allclose(got.detach().double(), want.double(), rtol=1e-4, atol=1e-5, equal_nan=True))
+
+
+def _kernel_first(kernel: object, x: torch.Tensor, weight: torch.Tensor, eps: float, want: torch.Tensor,
+                  what: str, got: object = None) -> None:
+    """Hint "make 1.1 pass first" when the learner's kernel is not RMSNorm on the module's inputs.
+
+    ``want`` is RMSNorm of ``(x, weight, eps)`` and ``got`` what the module gave (None if it
+    raised). The kernel gets the same values the module was given: if it is wrong there, the
+    module cannot be judged, and blaming the module would send the learner to the wrong cell.
+    """
+    if kernel is None:
+        return
+    try:
+        mine = call_learner(KERNEL, kernel, x, weight, eps, arg_names=("x", "weight", "eps"), in_place=KERNEL_IN_PLACE)
+    except NotDone:
+        raise Hint(MODULE, f"forward calls your `{KERNEL_NAME}`, and Exercise 1.1 is not done yet — write the "
+                           "kernel first, then run this check again") from None
+    except Hint as hint:
+        raise Hint(MODULE, f"your `{KERNEL_NAME}` (Exercise 1.1) fails on {what}: {hint.hint} — make 1.1 pass "
+                           "first, then run this check again") from None
+    if _agrees(mine, want):
+        return
+    if got is not None and _agrees(got, mine):
+        raise Hint(MODULE, f"on {what}, forward gives what your `{KERNEL_NAME}` gives, and that is not RMSNorm — "
+                           "the mistake is in Exercise 1.1's kernel, not in the module: make 1.1 pass first (its "
+                           "check names the mistake), then run this check again")
+    raise Hint(MODULE, f"your `{KERNEL_NAME}` (Exercise 1.1) is not RMSNorm on {what}, so forward cannot be judged "
+                       "yet — make 1.1 pass first, then run this check again")
+
+
+def _module_output(module: object, x: torch.Tensor, kernel: object, weight: torch.Tensor, eps: float,
+                   want: torch.Tensor, what: str) -> object:
+    """``module(x)``; where it fails or is not ``want``, first the learner's kernel on the same values."""
+    try:
+        got = call_learner(MODULE, module, x, arg_names=("x",))
+    except (Hint, NotDone):
+        _kernel_first(kernel, x, weight, eps, want, what)
+        raise
+    if not _agrees(got, want):
+        _kernel_first(kernel, x, weight, eps, want, what, got)
+    return got
 
 
 def _module_facts(module: object) -> dict:
@@ -309,14 +378,15 @@ def rms_norm_module(cls: type) -> None:
     meta = _module_facts(call_learner(MODULE, cls, d_model, device="meta"))
     expect(MODULE, meta.get("device") == "meta", "device='meta' was ignored — pass device= on to torch.ones")
 
+    kernel = _learner_kernel(cls)
     x = torch.randn(2, 3, d_model, generator=gen)
     gain = torch.rand(d_model, generator=gen) + 0.5
     want, without_gain = functional.rms_norm(x, gain), functional.rms_norm(x, torch.ones(d_model))
     probe(cls, _set_weight, module, gain)
-    got = call_learner(MODULE, module, x, arg_names=("x",))
+    got = _module_output(module, x, kernel, gain, 1e-5, want, f"a (2, 3, {d_model}) batch with a random gain")
     if _matches(got, without_gain):
         raise Hint(MODULE, "forward ignores self.weight — pass it to the kernel")
-    expect_close(MODULE, got, want, "forward(x) differs from functional.rms_norm(x, self.weight, self.eps)",
+    expect_close(MODULE, got, want, "forward(x) differs from RMSNorm(x) with self.weight and self.eps",
                  shape_hint=f"forward must keep x's shape; {KEEPDIM_HINT}")
     expect(
         MODULE, isinstance(got, torch.Tensor) and got.requires_grad,
@@ -329,7 +399,7 @@ def rms_norm_module(cls: type) -> None:
     ones = torch.ones(d_model)
     ignored_eps, want = functional.rms_norm(small, ones), functional.rms_norm(small, ones, large_eps)
     loose = call_learner(MODULE, cls, d_model, eps=large_eps)
-    got = call_learner(MODULE, loose, small, arg_names=("x",))
+    got = _module_output(loose, small, kernel, ones, large_eps, want, f"a small batch with eps = {large_eps:g}")
     if _matches(got, ignored_eps):
         raise Hint(MODULE, "the module ignores eps — store it in __init__ (self.eps = eps) and pass it to the kernel")
     expect_close(MODULE, got, want, f"with eps={large_eps:g} the output is wrong")

@@ -39,7 +39,7 @@ class MyRMSNorm(nn.Module):
         self.eps = eps
         self.weight = torch.ones(d_model, device=device, dtype=dtype, requires_grad=device != "meta")
     def forward(self, x):
-        return functional.rms_norm(x, self.weight, self.eps)
+        return my_rms_norm(x, self.weight, self.eps)  # 1.1's kernel, as 1.2 asks
 '''
 
 
