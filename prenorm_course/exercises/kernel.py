@@ -4,7 +4,8 @@ The kernel is an ordinary IPython kernel (the learner's code behaves as in Jupyt
 widgets, displays, magics), started and driven by the Jupyter libraries:
 ``jupyter_client``'s ``AsyncKernelManager`` starts it from a kernel spec whose command
 is the kernel wrapped in bubblewrap (:mod:`sandbox`), with ``ipc`` transport (Unix
-sockets in the kernel's own folder: the sandbox has no network) and ``interrupt_mode``
+sockets in the kernel's own folder: the sandbox has no network; that folder is a memory
+folder inside the sandbox, which the grader reaches through ``/proc/PID/root``) and ``interrupt_mode``
 "message"; ``nbclient``'s ``NotebookClient`` runs each cell (outputs as nbformat, a
 time limit with an interrupt past it, a dead kernel noticed). What is ours:
 
@@ -45,7 +46,14 @@ from nbclient.exceptions import DeadKernelError
 
 from prenorm_course.exercises.agent import REPLY_MIME
 from prenorm_course.exercises.remote import KernelStopped, LearnerTimeout, NoAnswer
-from prenorm_course.exercises.sandbox import MEMORY_BYTES, TRUSTED, Sandbox, kernel_env, resident_kb
+from prenorm_course.exercises.sandbox import (
+    CONFINED,
+    CONNECTION_FILE,
+    MEMORY_BYTES,
+    Sandbox,
+    kernel_env,
+    resident_kb,
+)
 
 MAX_MESSAGE_BYTES = 64 * 2**20
 MAX_OUTPUT_CHARS = 1_000_000  # stored per cell, for comparing with the course run
@@ -90,14 +98,30 @@ class SandboxKernelManager(AsyncKernelManager):
 
     def __init__(self, sandbox: Sandbox, **kwargs: Any):
         super().__init__(kernel_name="python3", transport="ipc", ip=str(sandbox.stage / "ipc"),
-                         connection_file=str(sandbox.stage / "kernel.json"), **kwargs)
+                         connection_file=str(sandbox.stage / CONNECTION_FILE), **kwargs)
         self.sandbox = sandbox
         self._kernel_spec = KernelSpec(argv=sandbox.command(KERNEL_COMMAND), display_name="learner (sandboxed)",
                                        language="python", interrupt_mode="message", env={})
 
     def write_connection_file(self, **kwargs: Any) -> None:
         super().write_connection_file(**kwargs)
-        self.sandbox.own()  # as root: the kernel's user must read its connection file and make its sockets
+        self.sandbox.own()  # as root: the kernel's user must read its connection file
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+        """Launch; in bubblewrap, connect to the sockets where they are: in the sandbox's memory folder.
+
+        The kernel binds them at the folder's path inside its mount namespace; from here that
+        is ``/proc/PID/root`` of the sandbox's first process (ZeroMQ retries until they exist).
+        """
+        await super()._async_launch_kernel(kernel_cmd, **kw)
+        if self.sandbox.mode != CONFINED:
+            return
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        process = self.provisioner.process
+        while (pid := self.sandbox.inside_pid()) is None and process.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        if pid is not None:  # else bubblewrap failed: the kernel never becomes ready, and its log says why
+            self.ip = f"/proc/{pid}/root{self.sandbox.stage}/ipc"
 
 
 class _Client(NotebookClient):
@@ -257,7 +281,7 @@ class Kernel:
         if process is None or process.poll() is None:
             return False
         if not self.death:
-            self.death = _death(process.returncode, wrapped=self.sandbox.mode != TRUSTED)
+            self.death = _death(process.returncode, wrapped=self.sandbox.mode == CONFINED)
             if self._over_memory or (self.sandbox.cgroup is not None and self.sandbox.cgroup.oom_killed()):
                 self.death = "the kernel ran out of memory (its sandbox may use " \
                              f"{MEMORY_LIMIT_GIB:g} GiB in all) and was stopped"

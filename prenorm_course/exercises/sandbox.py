@@ -11,10 +11,19 @@ IPC, UTS and mount namespaces (``--unshare-net --unshare-pid ...``), dies with t
 grader (``--die-with-parent``), and sees only: the system's ``/usr`` (read-only), the
 interpreter and its virtual environment (read-only, without the course tree around
 them), a private ``/tmp`` and ``/dev/shm`` (size-limited memory folders), its own
-``/proc`` and a minimal ``/dev``, and its folder (the only place it can write). It
-cannot see the course's notebooks, the grader, the submissions or another kernel; it
-has no network (not even the host's loopback); when the kernel stops, bubblewrap's pid
-namespace ends and every process the learner started ends with it.
+``/proc`` and a minimal ``/dev``, and its folder. It cannot see the course's notebooks,
+the grader, the submissions or another kernel; it has no network (not even the host's
+loopback); when the kernel stops, bubblewrap's pid namespace ends and every process the
+learner started ends with it.
+
+Its folder, too, is a memory folder of ``FOLDER_BYTES`` made by bubblewrap at the
+folder's path (home, ``TMPDIR`` and working folder are in it), with the grader's files
+bound into it read-only: the course copy and the connection file. So what the kernel
+can write is a total -- ``WRITABLE_BYTES``, the three memory folders together -- as
+root and as a normal user alike, and none of it reaches the disk (a per-file limit
+alone let many 256 MiB files fill it). The kernel makes its Unix sockets in that memory
+folder; the grader reaches them through ``/proc/PID/root`` of the sandbox's first
+process (``inside_pid``, which bubblewrap reports on ``--info-fd``).
 
 As root the learner's code runs as a fresh unprivileged user (``setpriv`` inside the
 sandbox, every capability dropped, ``no_new_privs``); as anyone else bubblewrap makes a
@@ -39,6 +48,13 @@ than the user runs when the kernel starts.
 No silent fallback: if bubblewrap cannot start a kernel here, ``confinement()`` raises
 unless the teacher asked for ``trusted`` mode, which runs the kernel as a plain child
 process and is printed as such in every report.
+
+One more mode, for a container made for one submission where bubblewrap cannot start
+(Gradescope's, without ``CAP_SYS_ADMIN``): ``container_confinement(hidden)`` runs the
+kernel as root's fresh unprivileged user (``setpriv``, as above, with the same limits)
+but without namespaces, after making each ``hidden`` folder (the grader's own files)
+root's alone, and proves before any learner code runs that this user can read none of
+them.
 """
 
 from __future__ import annotations
@@ -46,6 +62,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import json
 import os
 import secrets
 import shutil
@@ -61,12 +78,19 @@ import prenorm_lib
 from prenorm_course.exercises.paths import solution_notebooks
 from prenorm_course.exercises.withheld import withheld_files
 
-CONFINED, TRUSTED = "bubblewrap", "trusted"
+CONFINED, TRUSTED, CONTAINER = "bubblewrap", "trusted", "container"
 MEMORY_BYTES = 6 * 2**30  # all processes of a kernel together (cgroup), or each one's address space
 MAX_PROCESSES = 256  # processes (and threads) of a kernel
 CPU_SECONDS = 900  # CPU time of a kernel process over its whole life
 FILE_BYTES = 256 * 2**20  # largest file a kernel may write
 TMP_BYTES = 512 * 2**20  # its private /tmp, and its /dev/shm
+# The kernel's folder (home, TMPDIR, working folder): a notebook needs little there (matplotlib's and
+# IPython's settings, its sockets: 144 KiB after notebook 01 top to bottom); one largest file fits.
+# It is memory, like /tmp, so the three memory folders together stay far below MEMORY_BYTES.
+FOLDER_BYTES = 256 * 2**20
+WRITABLE_BYTES = FOLDER_BYTES + 2 * TMP_BYTES  # all a confined kernel can write, far below MEMORY_BYTES
+CONNECTION_FILE = "kernel.json"  # written by the grader into the kernel's folder, bound in read-only
+INFO_FILE = "bwrap-info.json"  # bubblewrap's --info-fd: the pid of the sandbox's first process
 KERNEL_UID_BASE = 0x70000000  # as root: fresh user ids, far from any real account
 CGROUP_ROOTS = (Path("/sys/fs/cgroup"),)  # v2 (unified) or v1 (memory/ and pids/ below it)
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -307,6 +331,7 @@ def _limits(cgroup: Cgroup | None, uid: int | None, mode: str) -> list[str]:
 
 
 SECCOMP_FD = 3  # the filter's file descriptor for bubblewrap (opened by the shell that starts it)
+INFO_FD = 4  # where bubblewrap writes the sandbox's first pid (INFO_FILE, opened by that shell)
 CLONE_NEWUSER = 0x10000000
 
 
@@ -339,7 +364,12 @@ def no_user_namespaces() -> bytes:
 
 
 def bwrap_command(stage: Path, uid: int | None, kernel_command: list[str]) -> list[str]:
-    """bubblewrap around ``kernel_command``: namespaces, a read-only system, ``stage`` the only writable folder."""
+    """bubblewrap around ``kernel_command``: namespaces, a read-only system, memory folders the only writable places.
+
+    ``stage`` is shown as a fresh memory folder of ``FOLDER_BYTES``, into which the
+    course copy, the matplotlib font list and the connection file are bound read-only:
+    the kernel cannot write to the disk at all.
+    """
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise ConfinementUnavailable("bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)")
@@ -367,15 +397,26 @@ def bwrap_command(stage: Path, uid: int | None, kernel_command: list[str]) -> li
         if parent not in made:
             args += ["--perms", "0755", "--dir", str(parent)]
             made.add(parent)
-    args += ["--bind", str(stage), str(stage), "--chdir", str(stage), "--remount-ro", "/",
-             "--seccomp", str(SECCOMP_FD)]
+    # As root the memory folder is root's: world-writable, so that the kernel's user can work in it.
+    args += ["--perms", "1777", "--size", str(FOLDER_BYTES), "--tmpfs", str(stage)]
+    for sub, mode in (("home", "0777"), ("home/.matplotlib", "0777"), ("tmp", "1777")):
+        args += ["--perms", mode, "--dir", str(stage / sub)]
+    for font_list in sorted((stage / "home" / ".matplotlib").glob("fontlist-*.json")):
+        args += ["--ro-bind", str(font_list), str(font_list)]
+    args += ["--ro-bind", str(stage / "course"), str(stage / "course"),
+             "--ro-bind-try", str(stage / CONNECTION_FILE), str(stage / CONNECTION_FILE),
+             "--chdir", str(stage), "--remount-ro", "/", "--seccomp", str(SECCOMP_FD), "--info-fd", str(INFO_FD)]
+    args.append("--")
     if uid is not None:  # root: bubblewrap sets the sandbox up, then the learner's code runs as ``uid``
-        setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
-        args += ["--", setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
-                 "--bounding-set=-all", "--no-new-privs"]
-    else:
-        args.append("--")
+        args += as_user(uid)
     return [*args, *kernel_command]
+
+
+def as_user(uid: int) -> list[str]:
+    """``setpriv``: what follows runs as ``uid`` (its own group, no other), with no capability, ever."""
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--no-new-privs"]
 
 
 @functools.cache
@@ -418,8 +459,44 @@ def confinement(trusted: bool = False) -> Confinement:
               + (f"{MAX_PROCESSES} processes (its own user)" if _root() else
                  f"{MAX_PROCESSES} processes more than the user runs (a total)"))
     return Confinement(CONFINED, f"bubblewrap: no network, own pid/IPC/mount namespaces, read-only system and /, "
-                                 f"no user namespaces inside, as {who}; {limits}; private /tmp and /dev/shm of "
-                                 f"{TMP_BYTES // 2**20} MiB each")
+                                 f"no user namespaces inside, as {who}; {limits}; writes only to memory folders "
+                                 f"of {WRITABLE_BYTES // 2**20} MiB in all (its folder {FOLDER_BYTES // 2**20} MiB, "
+                                 f"/tmp and /dev/shm {TMP_BYTES // 2**20} MiB each)")
+
+
+def container_confinement(hidden: list[Path]) -> Confinement:
+    """Kernels as a fresh unprivileged user, without bubblewrap: for a container made for one submission.
+
+    Needs root (to change users). Each folder in ``hidden`` becomes root's alone (mode
+    0700); then a process started as the kernels will be must fail to list or read any of
+    them, or this raises ConfinementUnavailable.
+    """
+    if not _root():
+        raise ConfinementUnavailable("without bubblewrap, learner code can run apart from the grader's files only "
+                                     "as root's fresh unprivileged user, and the grader is not root here")
+    for folder in hidden:
+        os.chown(folder, 0, 0)
+        os.chmod(folder, 0o700)
+    sandbox = Sandbox.create(CONTAINER, CourseFiles())
+    probe = "import os, sys\nseen = []\nfor top in sys.argv[1:]:\n    try:\n        os.listdir(top)\n" \
+            "        seen.append(top)\n    except OSError:\n        pass\nprint(seen)"
+    try:
+        proc = subprocess.run(sandbox.command([sys.executable, "-c", probe, *map(str, hidden)]), capture_output=True,
+                              text=True, timeout=120, env=kernel_env(sandbox.workdir), cwd=sandbox.workdir)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ConfinementUnavailable(f"cannot start Python as an unprivileged user: {exc}") from None
+    finally:
+        sandbox.remove()
+    if proc.returncode != 0 or proc.stdout.strip() != "[]":
+        raise ConfinementUnavailable("Python as an unprivileged user: "
+                                     + (f"it could read {proc.stdout.strip()}" if proc.returncode == 0 else
+                                        (proc.stderr.strip().splitlines() or ["failed"])[-1]))
+    base = _cgroup_base()
+    limits = (f"a {base[0]} cgroup per kernel: {MEMORY_BYTES // 2**30} GiB of memory and {MAX_PROCESSES} processes"
+              if base else f"{MEMORY_BYTES // 2**30} GiB of memory in all (the grader's watchdog), "
+                           f"{MAX_PROCESSES} processes")
+    return Confinement(CONTAINER, f"as a fresh unprivileged user, who cannot read the grader's files "
+                                  f"({', '.join(map(str, hidden))}); {limits}")
 
 
 _used_uids: set[int] = set()
@@ -460,7 +537,7 @@ class Sandbox:
         for sub in ("course/notebooks", "home/.matplotlib", "tmp"):
             (stage / sub).mkdir(parents=True, exist_ok=True)
         _seed_font_cache(stage / "home" / ".matplotlib")
-        confined_root = mode == CONFINED and _root()
+        confined_root = mode in (CONFINED, CONTAINER) and _root()
         sandbox = cls(mode, stage, fresh_uid() if confined_root else None)
         if confined_root:
             sandbox.cgroup = Cgroup.make(f"prenorm-{stage.name}")
@@ -480,16 +557,28 @@ class Sandbox:
         limits = _limits(self.cgroup, self.uid, self.mode)
         if self.mode == TRUSTED:
             return [*limits, *kernel_command]
+        if self.mode == CONTAINER:
+            return self._in_cgroup([*limits, *as_user(self.uid), *kernel_command])
         seccomp = self.stage / "no-user-namespaces.bpf"  # read when the kernel starts, before any learner code
         seccomp.write_bytes(no_user_namespaces())
-        opened = f'f=$1; shift; exec "$@" {SECCOMP_FD}<"$f"'
-        command = [*limits, "/bin/sh", "-c", opened, "sh", str(seccomp),
+        opened = f'f=$1 i=$2; shift 2; exec "$@" {SECCOMP_FD}<"$f" {INFO_FD}>"$i"'
+        command = [*limits, "/bin/sh", "-c", opened, "sh", str(seccomp), str(self.stage / INFO_FILE),
                    *bwrap_command(self.stage, self.uid, kernel_command)]
-        if self.cgroup is not None:  # enter the cgroup(s) before anything else starts
-            procs = [str(p) for p in self.cgroup.procs()]
-            enter = 'for p; do [ "$p" = -- ] && break; echo $$ > "$p" || exit 125; shift; done; shift; exec "$@"'
-            command = ["/bin/sh", "-c", enter, "sh", *procs, "--", *command]
-        return command
+        return self._in_cgroup(command)
+
+    def _in_cgroup(self, command: list[str]) -> list[str]:
+        """``command``, entering the cgroup(s) first, before anything else starts."""
+        if self.cgroup is None:
+            return command
+        procs = [str(p) for p in self.cgroup.procs()]
+        enter = 'for p; do [ "$p" = -- ] && break; echo $$ > "$p" || exit 125; shift; done; shift; exec "$@"'
+        return ["/bin/sh", "-c", enter, "sh", *procs, "--", *command]
+
+    def inside_pid(self) -> int | None:
+        """The sandbox's first process (bubblewrap's, in its namespaces), once bubblewrap has said it; else None."""
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            return int(json.loads((self.stage / INFO_FILE).read_text())["child-pid"])
+        return None
 
     def peak_memory_kb(self, pid: int | None) -> int:
         """The most memory the kernel held: its cgroup's peak, else the largest peak of its processes."""

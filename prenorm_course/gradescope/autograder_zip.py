@@ -3,10 +3,19 @@
 The zip holds what ``run_autograder`` needs and nothing of the checkout's state: the
 pinned ``requirements.txt`` (without the editable install of the checkout), the library
 ``prenorm_lib`` with its data, the grader (``prenorm_course.exercises``) and this
-package, the solution and exercise notebooks (the grader runs a submission inside the
-course notebook and reads each check from the exercise notebook's metadata), the nbval
-sanitize rules, and ``gradescope.json``: which notebooks the assignment grades. Entries
-are sorted and dated 1980-01-01, so the same course gives the same bytes.
+package, the solution and exercise notebooks, the nbval sanitize rules, and
+``gradescope.json``: which notebooks the assignment grades. Entries are sorted and
+dated 1980-01-01, so the same course gives the same bytes.
+
+The solution notebooks are the grader's, not the learner's: a submission runs inside
+the course notebook (its other cells, their course-run outputs that cells are compared
+with), answers the notebook computes (1.3's) are judged against the solution's literals, and the checks
+come from the exercise notebook's metadata. So the answers stay in the zip, and what
+keeps them from learner code is that it cannot read ``/autograder/source``: in
+bubblewrap it is not in the sandbox; in the container mode the kernel runs as an
+unprivileged user and the folder is root's alone (:mod:`.results`). For the same
+reason the library is not installed into the venv (where that user could read it):
+the grader runs from ``/autograder/source``, and the kernel imports its withheld copy.
 """
 
 from __future__ import annotations
@@ -33,7 +42,9 @@ PYTHON=${{PYTHON:-$(command -v python3.11 || command -v python3)}}
 "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11), "the course needs Python >= 3.11, got " + sys.version'
 "$PYTHON" -m venv {VENV}
 {VENV}/bin/python -m pip install --quiet -r requirements.txt
-{VENV}/bin/python -m pip install --quiet --no-deps .
+# The course's library is not installed here: learner code may read this venv, and the grader runs
+# from /autograder/source (root's alone while grading), its kernels import their withheld copy.
+chmod 0700 /autograder/source
 """
 
 RUN_AUTOGRADER = f"""#!/usr/bin/env bash
@@ -46,7 +57,7 @@ exec {VENV}/bin/python -m prenorm_course.gradescope run --root /autograder/sourc
 
 def _course_files(root: Path) -> list[Path]:
     """The course files the autograder needs, relative to ``root``."""
-    files = [Path("pyproject.toml"), Path("README.md"), Path("tests/nbval_sanitize.cfg")]
+    files = [Path("tests/nbval_sanitize.cfg")]
     for package in ("prenorm_lib", "prenorm_course/exercises", "prenorm_course/gradescope"):
         files += [p.relative_to(root) for p in (root / package).rglob("*")
                   if p.is_file() and p.suffix != ".pyc" and not (set(p.relative_to(root).parts) & SKIPPED)]

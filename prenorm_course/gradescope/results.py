@@ -13,9 +13,12 @@ How the learner's code ran is decided here, once, and written into ``results.jso
   see ``/autograder`` (the solutions, the grader, the results file);
 * ``container`` -- bubblewrap cannot start in this container (the container does
   not allow the namespaces it makes). Gradescope gives each submission
-  a container of its own, thrown away after it, so the container is the confinement:
-  the kernel runs unconfined inside it, with the grader's rights. It can then read
-  ``/autograder/source``, the solution notebooks among it; the results say so.
+  a container of its own, thrown away after it, so the container is the confinement
+  of the whole; within it the kernel runs as a fresh unprivileged user
+  (:func:`~prenorm_course.exercises.sandbox.container_confinement`) for whom
+  ``/autograder/source`` -- the solutions, the grader, the full library -- is root's
+  alone and unreadable (proved before any learner code runs), with the withheld
+  library build in its own folder as everywhere. The results say which mode ran.
 
 Never a silent fallback: the mode is in every result, and a run that cannot grade at
 all still writes a ``results.json`` that says why.
@@ -33,26 +36,26 @@ from prenorm_course.exercises.grade import learner_notebooks
 from prenorm_course.exercises.markers import NotebookError, find_exercises
 from prenorm_course.exercises.paths import solution_dir
 from prenorm_course.exercises.sandbox import (
-    TRUSTED,
     Confinement,
     ConfinementUnavailable,
     CourseFiles,
     confinement,
+    container_confinement,
 )
 from prenorm_course.gradescope.autograder_zip import CONFIG_NAME
 
 BUBBLEWRAP, CONTAINER = "bubblewrap", "container"
 CONTAINER_HOW = ("in Gradescope's container only, NOT in bubblewrap (it could not start here): the container, "
-                 "made for this submission alone, is the confinement; the code could read the autograder's "
-                 "files, the solution notebooks among them")
+                 "made for this submission alone, is the confinement; inside it the code ran ")
 
 
-def decide_confinement() -> tuple[str, Confinement, str]:
-    """(mode, how kernels run, why bubblewrap was not used or "")."""
+def decide_confinement(root: Path) -> tuple[str, Confinement, str]:
+    """(mode, how kernels run, why bubblewrap was not used or ""); raises if neither can keep ``root`` hidden."""
     try:
         return BUBBLEWRAP, confinement(), ""
     except ConfinementUnavailable as exc:
-        return CONTAINER, Confinement(TRUSTED, CONTAINER_HOW), str(exc)
+        inside = container_confinement([root])
+        return CONTAINER, Confinement(inside.mode, CONTAINER_HOW + inside.how), str(exc)
 
 
 def _tests_of(result: CheckResult | None, notebook: str, root: Path, why_missing: str) -> list[dict]:
@@ -73,7 +76,7 @@ def grade_submission(submission: Path, root: Path, timeout: float, log=print) ->
     """The results.json dictionary for the notebooks in ``submission``."""
     start = time.monotonic()
     assignment = json.loads((root / CONFIG_NAME).read_text(encoding="utf-8"))["notebooks"]
-    mode, confined, why = decide_confinement()
+    mode, confined, why = decide_confinement(root)
     log(f"learner code runs {confined.how}" + (f" ({why})" if why else ""))
     course = CourseFiles.take(root)
     results: dict[str, CheckResult] = {}

@@ -6,7 +6,9 @@ there, and ``run_autograder`` grades four submissions of notebook 01 -- honest, 
 unfinished, and a cheat that reads the solution notebook from ``/autograder/source``
 -- twice: where bubblewrap can start inside (the course's confinement), and where it
 cannot (the outer sandbox drops CAP_SYS_ADMIN, as Docker's default does):
-there the container is the confinement and every ``results.json`` says so.
+there the container is the confinement, the kernel runs as an unprivileged user who
+cannot read ``/autograder/source``, and every ``results.json`` says so. The cheat
+scores 0/3 in both.
 
 Each ``results.json`` is checked against the fields of Gradescope's specification
 (https://gradescope-autograders.readthedocs.io/en/latest/specs/, "Output format").
@@ -134,8 +136,9 @@ def autograder(tmp_path_factory) -> Path:
         (folder / "source" / name).chmod(0o755)
     shutil.copy(folder / "source" / "run_autograder", folder / "run_autograder")  # as Gradescope's image build does
     start = time.monotonic()
-    setup = subprocess.run([*_outer_sandbox(folder, True), "bash", "/autograder/source/setup.sh"],
-                           capture_output=True, text=True, timeout=1800)
+    # the system's Python, as on Gradescope's image (one under root's home would be out of the kernel user's reach)
+    setup = subprocess.run([*_outer_sandbox(folder, True), "env", "PATH=/usr/local/bin:/usr/bin:/bin", "bash",
+                            "/autograder/source/setup.sh"], capture_output=True, text=True, timeout=1800)
     assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
     print(f"\nsetup.sh: {time.monotonic() - start:.0f} s")
     return folder
@@ -182,11 +185,11 @@ def _valid(results: dict) -> None:
     assert results["score"] == sum(t["score"] for t in results["tests"])
 
 
-EXPECTED = {  # (with bubblewrap, in the container only): the cheat is stopped only where bubblewrap runs
+EXPECTED = {  # (with bubblewrap, in the container only): the cheat finds no solution in either
     "honest": ([1, 1, 1], [1, 1, 1]),
     "wrong": ([1, 1, 0], [1, 1, 0]),
     "unfinished": ([0, 0, 0], [0, 0, 0]),
-    "cheat": ([0, 0, 0], [1, 1, 0]),
+    "cheat": ([0, 0, 0], [0, 0, 0]),
 }
 
 
@@ -207,7 +210,7 @@ def test_four_submissions_get_their_scores_and_a_valid_results_json(autograder: 
         if confined:
             assert first.startswith("Learner code ran bubblewrap: no network")
         else:  # never silent: the overall output and every test say the container was the only confinement
-            assert "NOT in bubblewrap" in first and "the solution notebooks among them" in first
+            assert "NOT in bubblewrap" in first and "who cannot read the grader's files (/autograder/source)" in first
             assert all("NOT in bubblewrap" in t["output"] for t in results["tests"])
         if who == "wrong":
             assert results["tests"][2]["output"].startswith("Exercise 1.3 (predict fp16 overflow): hint")

@@ -376,3 +376,62 @@ def test_without_a_cgroup_the_sandbox_memory_is_a_total():
     with kernel:
         run = kernel.run_cell(helpers, 60)
     assert run.status == "died" and "ran out of memory" in kernel.death, (run, kernel.death)
+
+
+# --- what the kernel writes is a total (issue 31, item 5): many files each under the per-file limit ---
+
+FILL = ("import errno, os\nwritten, failed = 0, 'none'\nchunk = b'x' * 2**20\n"
+        "for n in range({files}):\n"
+        "    folder = (os.getcwd(), os.environ['HOME'], os.environ['TMPDIR'])[n % 3]\n"
+        "    try:\n"
+        "        with open(os.path.join(folder, f'fill-{{n}}'), 'wb') as f:\n"
+        "            for _ in range(16):\n"
+        "                f.write(chunk)\n"
+        "                written += len(chunk)\n"
+        "    except OSError as exc:\n"
+        "        failed = errno.errorcode.get(exc.errno, str(exc.errno))\n"
+        "        break\n"
+        "print(failed, written)\n")
+
+
+def _disk_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def test_the_kernels_folder_is_a_total_not_only_a_per_file_limit():
+    """16 MiB files in the working folder, HOME and TMPDIR: past FOLDER_BYTES in all, "no space left"; no disk used."""
+    files = 2 * sandbox.FOLDER_BYTES // (16 * 2**20)  # twice the total, each file far under FILE_BYTES
+    with _kernel() as kernel:
+        failed, written = _out(kernel.run_cell(FILL.format(files=files), 120)).split()
+        on_disk = _disk_bytes(kernel.sandbox.stage)  # the grader's side of the kernel's folder, while it runs
+        after = _out(kernel.run_cell("print('alive')", 30))
+    assert failed == "ENOSPC" and int(written) <= sandbox.FOLDER_BYTES, (failed, written)
+    assert on_disk < 2**20 * 16 and after == "alive", on_disk
+
+
+def test_as_a_normal_user_the_kernels_folder_is_a_total(monkeypatch):
+    files = 2 * sandbox.FOLDER_BYTES // (16 * 2**20)
+    proc = _as_a_normal_user(FILL.format(files=files), monkeypatch)
+    failed, written = proc.stdout.split()
+    assert failed == "ENOSPC" and int(written) <= sandbox.FOLDER_BYTES, (proc.stdout, proc.stderr)
+
+
+@pytest.mark.slow
+def test_a_notebook_that_fills_its_folder_still_gets_its_row(tmp_path: Path):
+    """Exercise 1.1's cell fills the folder: that exercise is an error naming "No space left"; the rest are graded."""
+    from prenorm_course.exercises.build import read_notebook, write_notebook
+    from prenorm_course.exercises.grade import grade_folder
+    from prenorm_course.exercises.verify import filled_in
+
+    root = repo_root()
+    name = "01_rmsnorm.ipynb"
+    learner = filled_in(read_notebook(root / "notebooks" / "exercises" / name),
+                        read_notebook(root / "notebooks" / name))
+    cell = next(c for c in learner.cells if c.cell_type == "code" and c.source.startswith("# Exercise 1.1"))
+    files = 2 * sandbox.FOLDER_BYTES // 2**24
+    cell.source += f"\nfor _n in range({files}):\n    open(f'fill-{{_n}}', 'wb').write(b'x' * 2**24)\n"
+    write_notebook(learner, tmp_path / "filler" / name)
+    grade_folder(tmp_path, root=root, progress=lambda _: None)
+    rows = {row.split(",")[0]: row for row in (tmp_path / "grades.csv").read_text().splitlines()[1:]}
+    md = (tmp_path / "grades.md").read_text()
+    assert "No space left on device" in md and rows["filler"].count("pass") == 2, md  # 1.2 and 1.3 still pass
