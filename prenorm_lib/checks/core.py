@@ -428,13 +428,26 @@ def library_origin(obj: Any) -> list[str]:
     return [_qualified(c) for c in classes if c is not object]
 
 
-def learner_source(obj: Any) -> str:
-    """The source code of a learner's function or class ("" when Python cannot find it). A probe."""
-    target = obj if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismethod(obj) else type(obj)
+def _source_of(target: Any) -> str:
     try:
-        return inspect.getsource(target)[:100_000]
+        return inspect.getsource(target)
     except (OSError, TypeError):
         return ""
+
+
+def learner_source(obj: Any) -> str:
+    """The source code of a learner's function or class ("" when Python cannot find it). A probe.
+
+    Python 3.11 finds no source for a class defined in a notebook cell (``__main__`` has no
+    file), but it does for the class's functions (IPython keeps each cell's text): such a
+    class is read as the sources of its own methods.
+    """
+    target = obj if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismethod(obj) else type(obj)
+    source = _source_of(target)
+    if not source and inspect.isclass(target):
+        members = (getattr(m, "__func__", getattr(m, "fget", m)) for m in vars(target).values())
+        source = "\n".join(filter(None, (_source_of(m) for m in members if inspect.isfunction(m))))
+    return source[:100_000]
 
 
 def code_only(source: str) -> str:

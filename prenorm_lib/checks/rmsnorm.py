@@ -245,6 +245,9 @@ LIBRARY_MODULES = frozenset({"prenorm_lib.norm.RMSNorm", "torch.nn.modules.norma
 MODULE_TASK = ("this exercise asks you to write the module yourself: subclass nn.Module, store the gain as an "
                "nn.Parameter and call your kernel my_rms_norm in forward")
 KERNEL_NAME = "my_rms_norm"  # what Exercise 1.1 defines and 1.2's forward calls
+# 1.2's forward builds on the learner's kernel: a library or torch kernel there is not the exercise (and the graded
+# kernel has no library kernel at all: it would fail there with the withheld message, not with this hint)
+LIBRARY_KERNEL_IN_MODULE = re.compile(r"\b(?:functional|F|torch|nn\s*\.\s*functional)\s*\.\s*rms_norm\b")
 
 
 def _learner_kernel(cls: object) -> object:
@@ -403,6 +406,7 @@ def rms_norm_module(cls: type) -> None:
     if _matches(got, ignored_eps):
         raise Hint(MODULE, "the module ignores eps — store it in __init__ (self.eps = eps) and pass it to the kernel")
     expect_close(MODULE, got, want, f"with eps={large_eps:g} the output is wrong")
+    refuse_library_calls(MODULE, cls, LIBRARY_KERNEL_IN_MODULE, MODULE_TASK)
     passed(MODULE, "gain is a Parameter of ones with the right shape, dtype and device; forward uses weight and eps")
 
 

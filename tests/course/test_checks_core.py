@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -19,6 +20,7 @@ from prenorm_lib.checks.core import (
     expect,
     expect_choice,
     expect_close,
+    learner_source,
     library_origin,
     passed,
 )
@@ -218,3 +220,24 @@ def test_expect_choice():
         expect_choice("1.5", "big", ["inf", "nan"], "inf", "why")
     with pytest.raises(ValueError, match="correct='zero' must be one of"):
         expect_choice("1.5", "inf", ["inf", "nan"], "zero", "why")
+
+
+def test_learner_source_reads_a_class_from_a_notebook_cell_through_its_methods():
+    """Python 3.11 finds no source for a class whose module has no file (a notebook's ``__main__``)."""
+    import linecache
+    import types
+
+    cell = "class Mine:\n    def forward(self, x):\n        return F.rms_norm(x, (4,))\n"
+    filename = "<ipython-input-cell-7>"  # IPython keeps each cell's text in linecache under such a name
+    linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)
+    main = types.ModuleType("__fake_main__")  # no __file__, like a kernel's __main__
+    try:
+        exec(compile(cell, filename, "exec"), main.__dict__)
+        mine = main.__dict__["Mine"]
+        mine.__module__ = "__fake_main__"
+        with pytest.raises((OSError, TypeError)):
+            inspect.getsource(mine)
+        assert "F.rms_norm(x, (4,))" in learner_source(mine)
+        assert "F.rms_norm(x, (4,))" in learner_source(mine())
+    finally:
+        linecache.cache.pop(filename, None)

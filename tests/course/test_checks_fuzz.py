@@ -29,6 +29,9 @@ from prenorm_lib.checks.core import NotDone
 from prenorm_lib.ffn import swiglu_hidden_dim
 from prenorm_lib.layers import Linear
 
+# 1.2's forward calls the learner's 1.1 kernel by its name; here the library's stands in for it
+my_rms_norm = functional.rms_norm
+
 PLACES = {"local": lambda obj: obj, "wire": through_wire}
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -206,7 +209,7 @@ def norm_module(drawn):
             self.weight = nn.Parameter(torch.ones(d_model, device=device, dtype=dtype))
 
         def forward(self, x):
-            return shaped(functional.rms_norm(x, self.weight, self.eps), drawn)
+            return shaped(my_rms_norm(x, self.weight, self.eps), drawn)
 
     return Norm
 

@@ -16,6 +16,9 @@ from prenorm_lib.checks import Hint
 from prenorm_lib.checks import rmsnorm as check
 from prenorm_lib.checks.core import NotDone
 
+# 1.2's forward calls the learner's 1.1 kernel by its name; here the library's stands in for it
+my_rms_norm = functional.rms_norm
+
 pytest_plugins = ["learner_wire"]
 
 # --- Exercise 1.1: the kernel ----------------------------------------------------------
@@ -221,7 +224,7 @@ def make_module(weight_factory=None, use_eps=True, use_weight=True, extra_bias=F
 
         def forward(self, x):
             weight = self.weight if use_weight else torch.ones_like(self.weight)
-            return functional.rms_norm(x, weight, self.eps if use_eps else 1e-5)
+            return my_rms_norm(x, weight, self.eps if use_eps else 1e-5)
 
     return Norm
 
@@ -254,6 +257,32 @@ def test_each_module_mistake_gets_its_hint(cls, expected, via):
     with pytest.raises(Hint, match=r"^Exercise 1\.2: ") as info:
         check.rms_norm_module(via(cls))
     assert expected in str(info.value)
+
+
+class LibraryKernelNorm(nn.Module):
+    """A right module whose forward calls a library kernel, not the learner's own 1.1."""
+
+    def __init__(self, d_model, eps=1e-5, device=None, dtype=None):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model, device=device, dtype=dtype))
+
+    def forward(self, x):
+        return functional.rms_norm(x, self.weight, self.eps)
+
+
+class TorchKernelNorm(LibraryKernelNorm):
+    def forward(self, x):
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+@pytest.mark.parametrize(("cls", "called"), [(LibraryKernelNorm, "functional.rms_norm"),
+                                             (TorchKernelNorm, "F.rms_norm")])
+def test_a_module_on_a_library_kernel_is_told_1_2_builds_on_its_own(cls, called, via):
+    """Inline the library kernel is there, so its values pass; the graded kernel has none (it is withheld)."""
+    with pytest.raises(Hint, match=r"^Exercise 1\.2: ") as info:
+        check.rms_norm_module(via(cls))
+    assert f"your code calls `{called}`" in str(info.value) and "my_rms_norm" in str(info.value)
 
 
 class LibraryNorm(RMSNorm):

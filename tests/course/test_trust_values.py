@@ -22,6 +22,9 @@ from prenorm_lib import functional
 from prenorm_lib.checks import rmsnorm
 from prenorm_lib.checks.core import Hint, expect_trains
 
+# 1.2's forward calls the learner's 1.1 kernel by its name; here the library's stands in for it
+my_rms_norm = functional.rms_norm
+
 FORGED_PARAMETER = '''# Exercise 1.2: RMSNorm module
 import prenorm_lib.checks.core as _core
 _real_facts = _core.facts_of
@@ -83,7 +86,7 @@ def test_inline_the_checker_still_passes_a_module_whose_gain_is_a_parameter():
             self.weight = nn.Parameter(torch.ones(d_model, device=device, dtype=dtype))
 
         def forward(self, x):
-            return functional.rms_norm(x, self.weight, self.eps)
+            return my_rms_norm(x, self.weight, self.eps)
 
     rmsnorm.rms_norm_module.core(Mine)
 
