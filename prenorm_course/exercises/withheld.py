@@ -87,6 +87,10 @@ WITHHELD: dict[str, tuple[str, ...]] = {
         "prenorm_lib.functional:apply_rope",
         "prenorm_lib.rope:rotation_matrix",
         "prenorm_lib.rope:rotate_complex",
+        "prenorm_lib.functional:rope_angles",  # 6.4's cos/sin buffers: the table, as in 03
+        "prenorm_lib.lab.figures.rope:wavelengths",
+        "prenorm_lib.positions:sinusoidal_encoding",
+        "prenorm_lib.rope:complex_rotations",
         "prenorm_lib.attention:MultiHeadSelfAttention",  # 6.5
         "prenorm_lib.functional:scaled_dot_product_attention",
         "prenorm_lib.block:TransformerBlock",  # 6.6

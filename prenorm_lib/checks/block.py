@@ -353,8 +353,8 @@ _WHY = {
     ("none", "trains"): "the unnormalised model survived here, which needs a shallow stack or a small scale",
     ("none", "stalls"): "the unnormalised model stalled: nothing keeps its residual stream in range",
     ("none", "diverges"): "without any norm nothing keeps the residual stream in range: it is already "
-    "astronomically large at initialisation (see the Lemma 2 section), so are the logits and the loss, "
-    "and the first updates push it to inf/NaN",
+    "astronomically large at initialisation (section 5 shows its stream there), so are the logits and the "
+    "loss, and the first updates push it to inf/NaN",
 }
 
 

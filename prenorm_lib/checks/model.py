@@ -354,7 +354,7 @@ def linear(cls: type) -> None:
     _expect_trains(LINEAR, module, library, torch.randn(4, d_in, generator=gen),
                    torch.randn(2, 3, d_in, generator=gen), "weight")
     passed(LINEAR, "weight (out, in), no bias, N(0, 2/(in+out)) truncated at ±3σ; y = x Wᵀ with the library's "
-           "weights, for drawn widths; trains")
+           "weights, for drawn widths; one gradient step matches")
 
 
 @exercise(EMBEDDING)
@@ -385,7 +385,7 @@ def embedding(cls: type) -> None:
     ids = torch.randint(vocab, (2, 6), generator=gen)
     _expect_trains(EMBEDDING, module, library, ids, torch.cat((ids.flatten(), repeats)), "weight")
     passed(EMBEDDING, "weight (num_embeddings, embedding_dim), N(0, 1) truncated at ±3; rows looked up with the "
-           "library's table, for drawn sizes; trains")
+           "library's table, for drawn sizes; one gradient step matches")
 
 
 # ---------------------------------------------------------------------------------------
@@ -423,7 +423,7 @@ def swiglu(cls: type) -> None:
     _expect_trains(SWIGLU, module, library, torch.randn(2, 3, s.d_model, generator=gen),
                    torch.randn(2, 3, s.d_model, generator=gen), "w1, w2 and w3")
     passed(SWIGLU, "w1, w2, w3 with the handout's shapes; w2(SiLU(w1 x) ⊙ w3 x) with the library's weights, for "
-           "drawn d_model and d_ff; trains")
+           "drawn d_model and d_ff; one gradient step matches")
 
 
 # ---------------------------------------------------------------------------------------
@@ -551,7 +551,7 @@ def attention(cls: type) -> None:
     _expect_trains(ATTENTION, module, library, torch.randn(2, T, s.d_model, generator=gen),
                    torch.randn(2, T, s.d_model, generator=gen), "q_proj, k_proj, v_proj and output_proj")
     passed(ATTENTION, "q_proj, k_proj, v_proj, output_proj with the library's weights; causal, RoPE at given "
-           "positions broadcast over the heads, for drawn d_model, heads, max_seq_len and θ; trains")
+           "positions broadcast over the heads, for drawn d_model, heads, max_seq_len and θ; one gradient step matches")
 
 
 # ---------------------------------------------------------------------------------------
@@ -600,7 +600,7 @@ def block(cls: type) -> None:
     _expect_trains(BLOCK, module, library, torch.randn(2, T, s.d_model, generator=gen),
                    torch.randn(2, T, s.d_model, generator=gen), "ln1, attn, ln2 and ffn")
     passed(BLOCK, "ln1, attn, ln2, ffn with the library's weights; x + attn(ln1(x)), then h + ffn(ln2(h)), with and "
-           "without token_positions, for drawn sizes; trains")
+           "without token_positions, for drawn sizes; one gradient step matches")
 
 
 # ---------------------------------------------------------------------------------------
@@ -660,4 +660,4 @@ def language_model(cls: type) -> None:
     _expect_trains(LM, module, library, torch.randint(s.vocab, (2, T), generator=gen),
                    torch.randint(s.vocab, (2, T), generator=gen), "token_embeddings, the layers, ln_final and lm_head")
     passed(LM, "token_embeddings, layers, ln_final, lm_head with the library's weights; logits match for drawn "
-           "sizes, θ and context; trains")
+           "sizes, θ and context; one gradient step matches")

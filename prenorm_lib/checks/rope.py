@@ -300,7 +300,7 @@ def long_range_pair(answer) -> None:
     why = ("pair k turns by Θ^(−2k/d_k) per position, so its wavelength is 2π·Θ^(2k/d_k); "
            "solve 2π·10000^(2k/64) > 2048 for the smallest whole k")
     if answer == right + 1:
-        raise Hint(ex, f"off by one — count pairs from 0, as rope_angles does (pair 0 turns one radian per "
+        raise Hint(ex, f"off by one — count pairs from 0, as section 2's formula does (pair 0 turns one radian per "
                    f"position). {why}")
     if answer == 0:
         raise Hint(ex, "pair 0 is the fastest clock: it turns one radian per position and wraps around every "
