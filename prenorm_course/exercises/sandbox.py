@@ -75,6 +75,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import prenorm_lib
+from prenorm_course.exercises.packages import site_binds
 from prenorm_course.exercises.paths import solution_notebooks
 from prenorm_course.exercises.withheld import withheld_files
 
@@ -393,6 +394,7 @@ def bwrap_command(stage: Path, uid: int | None, kernel_command: list[str]) -> li
                 args += ["--perms", "0755", "--dir", str(parent)]
                 made.add(parent)
         args += ["--ro-bind", str(path), str(path)]
+    args += site_binds()  # of the installed packages, only those the kernel needs (not transformers' answers)
     for parent in reversed(stage.parents[:-1]):  # a TMPDIR other than /tmp: its folders must be reachable
         if parent not in made:
             args += ["--perms", "0755", "--dir", str(parent)]

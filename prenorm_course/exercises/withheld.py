@@ -43,14 +43,16 @@ _PARSING = threading.Lock()
 
 WITHHELD: dict[str, tuple[str, ...]] = {
     # 1.2's forward calls the learner's own kernel (``my_rms_norm``, 1.1), so both answers go; everything else
-    # in the library that normalises (figures, timing, the block, the model) calls one of these three.
+    # in the library that normalises (figures, timing, the block, the model) calls one of these.
     "01_rmsnorm.ipynb": (
         "prenorm_lib.functional:rms_norm",  # 1.1
         "prenorm_lib.functional:prms_norm",  # RMSNorm over the first p of the channels: with p = 1, 1.1's answer
         "prenorm_lib.norm:RMSNorm",  # 1.2
+        "prenorm_lib.functional:layer_norm",  # LayerNorm of [x, −x] (mean 0) is RMSNorm of x: 1.1's answer in one line
     ),
     "02_swiglu_silu_relu.ipynb": (
         "prenorm_lib.functional:silu",  # 2.1
+        "prenorm_lib.lab.figures.ffn:swish",  # x·sigmoid(βx): with β = 1, 2.1's answer
         "prenorm_lib.functional:swiglu",  # 2.2, and the kernel of every gated FFN (SwiGLU with its activation)
         "prenorm_lib.functional:gated_ffn",
         "prenorm_lib.ffn:GatedFeedForward",  # the base of SwiGLU, GEGLU, ReGLU, Bilinear: computes SwiGLU with SiLU

@@ -1,7 +1,7 @@
 """Write the Gradescope autograder zip: Gradescope's layout around the course's own files.
 
 The zip holds what ``run_autograder`` needs and nothing of the checkout's state: the
-pinned ``requirements.txt`` (without the editable install of the checkout), the library
+pinned requirements of grading (``requirements.txt``'s pins of ``GRADER_PACKAGES`` only), the library
 ``prenorm_lib`` with its data, the grader (``prenorm_course.exercises``) and this
 package, the solution and exercise notebooks, the nbval sanitize rules, and
 ``gradescope.json``: which notebooks the assignment grades. Entries are sorted and
@@ -9,13 +9,15 @@ dated 1980-01-01, so the same course gives the same bytes.
 
 The solution notebooks are the grader's, not the learner's: a submission runs inside
 the course notebook (its other cells, their course-run outputs that cells are compared
-with), answers the notebook computes (1.3's) are judged against the solution's literals, and the checks
-come from the exercise notebook's metadata. So the answers stay in the zip, and what
+with), and the checks come from the exercise notebook's metadata. So the answers stay in the zip, and what
 keeps them from learner code is that it cannot read ``/autograder/source``: in
 bubblewrap it is not in the sandbox; in the container mode the kernel runs as an
 unprivileged user and the folder is root's alone (:mod:`.results`). For the same
 reason the library is not installed into the venv (where that user could read it):
 the grader runs from ``/autograder/source``, and the kernel imports its withheld copy.
+Nor is anything else installed that grading does not need: without bubblewrap nothing in
+the venv can be hidden from the kernel, and ``transformers`` (the tests' reference) holds
+answers to most exercises.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import json
 import zipfile
 from pathlib import Path
 
+from prenorm_course.exercises.packages import GRADER_PACKAGES, normalised
 from prenorm_course.exercises.paths import SOLUTION_GLOB, exercise_dir, solution_notebooks
 
 CONFIG_NAME = "gradescope.json"
@@ -83,9 +86,13 @@ def assignment_notebooks(root: Path, prefixes: list[str] | None) -> list[str]:
 
 
 def pinned_requirements(root: Path) -> str:
-    """requirements.txt without the editable install of the checkout (setup.sh installs the zip's copy)."""
+    """requirements.txt's pins of what grading needs (``GRADER_PACKAGES``); the rest (the tests' reference
+    ``transformers``, JupyterLab, the test tools, the editable install of the checkout) stays out."""
+    wanted = {normalised(name) for name in GRADER_PACKAGES}
     lines = (root / "requirements.txt").read_text(encoding="utf-8").splitlines()
-    return "\n".join(line for line in lines if not line.startswith("-e ")) + "\n"
+    pins = [line for line in lines if "==" in line and not line.startswith("#")
+            and normalised(line.split("==")[0].strip()) in wanted]
+    return "\n".join(pins) + "\n"
 
 
 def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:

@@ -150,7 +150,8 @@ SOFTMAX_KEEPDIM_HINT = ("the max or the sum along dim dropped that dimension, so
 
 _LIBRARY_SOFTMAX = frozenset({"prenorm_lib.functional.softmax", "torch._VariableFunctionsClass.softmax",
                               "torch.nn.functional.softmax", "torch.softmax"})
-_SOFTMAX_CALLS = re.compile(r"\.\s*(?:log_)?softmax\s*\(|(?<!def )(?<![\w.])(?:log_)?softmax\s*\(")
+_SOFTMAX_CALLS = re.compile(r"\.\s*(?:log_)?softmax\s*\(|(?<!def )(?<![\w.])(?:log_)?softmax\s*\("
+                            r"|(?<!class )\b(?:Log)?Softmax\s*\(")  # nn.Softmax(dim)(x), from-imported too
 SOFTMAX_TASK = ("this exercise asks you to write the softmax yourself from torch.exp, amax and sum; "
                 "compare with torch.softmax afterwards")
 

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from prenorm_course.exercises import kernel as kernel_module
 from prenorm_course.exercises import sandbox
@@ -435,3 +436,45 @@ def test_a_notebook_that_fills_its_folder_still_gets_its_row(tmp_path: Path):
     rows = {row.split(",")[0]: row for row in (tmp_path / "grades.csv").read_text().splitlines()[1:]}
     md = (tmp_path / "grades.md").read_text()
     assert "No space left on device" in md and rows["filler"].count("pass") == 2, md  # 1.2 and 1.3 still pass
+
+
+def test_the_kernel_imports_what_it_needs_and_not_transformers():
+    """transformers (in the course's environment for the tests and the bench) holds RMSNorm, SiLU, rotary
+    embeddings, attention and a decoder layer: a graded kernel must not reach them, by import or by path."""
+    import sysconfig
+
+    from prenorm_course.exercises.packages import site_dirs
+
+    site = Path(sysconfig.get_paths()["purelib"]).resolve()
+    assert (site / "transformers").is_dir(), "the environment should hold transformers (requirements.txt)"
+    others = [str(d) for d in site_dirs() if d != site]
+    probe = (
+        "import importlib, os, sys\n"
+        "needed = [m for m in ('torch', 'numpy', 'scipy.stats', 'matplotlib.pyplot', 'ipywidgets', 'tqdm', 'PIL')\n"
+        "          if importlib.util.find_spec(m) is None]\n"
+        "try:\n    import transformers\n    reached = 'transformers'\nexcept ImportError:\n    reached = ''\n"
+        f"sys.path[:0] = {others!r}\n"
+        "try:\n    import hypothesis\n    reached += ' hypothesis'\nexcept ImportError:\n    pass\n"
+        f"listed = sorted(os.listdir({str(site)!r}))\n"
+        f"shown = {{d: os.listdir(d) for d in {others!r} if os.path.isdir(d)}}\n"
+        "print(needed, repr(reached), 'transformers' in listed, any(shown.values()), len(listed) > 20)\n"
+    )
+    with _kernel() as kernel:
+        out = _out(kernel.run_cell(probe, 60))
+    assert out == "[] '' False False True", out
+
+
+def test_the_allow_list_holds_the_librarys_dependencies():
+    """KERNEL_PACKAGES names pyproject.toml's dependencies: a dependency added there is shown to kernels."""
+    import tomllib
+
+    from prenorm_course.exercises.packages import LIBRARY_PACKAGES, kernel_distributions, normalised
+
+    pyproject = tomllib.loads((repo_root() / "pyproject.toml").read_text())
+    declared = {normalised(Requirement(text).name) for text in pyproject["project"]["dependencies"]}
+    assert declared == {normalised(name) for name in LIBRARY_PACKAGES}
+    import sysconfig
+
+    needed = kernel_distributions(Path(sysconfig.get_paths()["purelib"]).resolve())
+    assert {"torch", "ipykernel", "pyseccomp", "matplotlib-inline", "jupyter-client"} <= set(needed)
+    assert not {"transformers", "hypothesis", "pytest", "jupyterlab", "playwright"} & set(needed)
