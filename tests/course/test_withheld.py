@@ -13,6 +13,7 @@ import sys
 
 import nbformat
 import pytest
+from withheld_routes import ATTEMPT
 
 from prenorm_course.exercises import check
 from prenorm_course.exercises.build import read_notebook
@@ -77,13 +78,7 @@ import prenorm_lib, prenorm_lib.functional as functional
 from prenorm_lib.functional import scaled_dot_product_attention as renamed
 from prenorm_lib.attention import MultiHeadSelfAttention
 q = k = v = torch.randn(1, 3, 4)
-found = {}
-def attempt(name, fn):
-    try:
-        fn()
-        found[name] = "computed"
-    except ImportError as exc:
-        found[name] = "withheld" if "withheld while grading" in str(exc) else f"other: {exc}"
+''' + ATTEMPT + '''
 attempt("renamed", lambda: renamed(q, k, v))
 attempt("softmax", lambda: functional.softmax(q, -1))
 spec = importlib.util.spec_from_file_location("again", functional.__file__)

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 import torch
+from withheld_routes import ATTEMPT
 
 from prenorm_course.exercises import check
 from prenorm_course.exercises.build import read_notebook
@@ -34,13 +35,7 @@ from types import SimpleNamespace
 import prenorm_lib.block as block_module
 from prenorm_lib import TransformerBlock as Renamed
 from prenorm_lib.block import TransformerBlock
-found = {}
-def attempt(name, fn):
-    try:
-        fn()
-        found[name] = "computed"
-    except ImportError as exc:
-        found[name] = "withheld" if "withheld while grading" in str(exc) else f"other: {exc}"
+''' + ATTEMPT + '''
 blk = TransformerBlock(8, 2, 16, 16)  # building a block still works: the checkers' probes build one
 x = torch.randn(1, 3, 8)
 parts = dict(ln1=blk.ln1, attn=blk.attn, ln2=blk.ln2, ffn=blk.ffn)
