@@ -151,7 +151,8 @@ SOFTMAX_KEEPDIM_HINT = ("the max or the sum along dim dropped that dimension, so
 _LIBRARY_SOFTMAX = frozenset({"prenorm_lib.functional.softmax", "torch._VariableFunctionsClass.softmax",
                               "torch.nn.functional.softmax", "torch.softmax"})
 _SOFTMAX_CALLS = re.compile(r"\.\s*(?:log_)?softmax\s*\(|(?<!def )(?<![\w.])(?:log_)?softmax\s*\("
-                            r"|(?<!class )\b(?:Log)?Softmax\s*\(")  # nn.Softmax(dim)(x), from-imported too
+                            r"|(?<!class )\b(?:Log)?Softmax\s*\("  # nn.Softmax(dim)(x), from-imported too
+                            r"|\b_?softmin\s*\(|\bSoftmin\s*\(|\b_(?:log_)?softmax\b")  # softmin(−x), torch._softmax
 SOFTMAX_TASK = ("this exercise asks you to write the softmax yourself from torch.exp, amax and sum; "
                 "compare with torch.softmax afterwards")
 
@@ -294,7 +295,8 @@ def _sdpa_cases() -> list[tuple[str, tuple]]:
 
 _LIBRARY_SDPA = frozenset({"prenorm_lib.functional.scaled_dot_product_attention",
                            "torch._C._nn.scaled_dot_product_attention"})
-_SDPA_CALLS = re.compile(r"(?<!def )\bscaled_dot_product_attention\s*\(|\bMultiheadAttention\s*\(")
+_SDPA_CALLS = re.compile(r"(?<!def )\bscaled_dot_product_attention\b|\bMultiheadAttention\s*\("
+                         r"|\b_scaled_dot_product\w*|\bmulti_head_attention_forward\b")
 SDPA_TASK = ("this exercise asks you to write attention yourself — scores, mask, your softmax, weighted sum; "
              "compare with torch.nn.functional.scaled_dot_product_attention afterwards")
 

@@ -64,7 +64,7 @@ def _first_matching_variant(got: object, x_args: tuple, variants: dict[str, tupl
 # A library SiLU: F.silu, torch.nn.functional.silu, functional.silu, torch.silu_, nn.SiLU, torch.nn.functional
 _LIBRARY_SILU = re.compile(
     r"\b(?:F|functional|torch|nn\s*\.\s*functional)\s*\.\s*silu_?\b|\bnn\s*\.\s*SiLU\b|(?<!class )\bSiLU\s*\("
-    r"|\baten\s*\.\s*silu"
+    r"|\baten\s*\.\s*silu|\b_nn\s*\.\s*silu|\bglu\s*\(|\bGLU\s*\("  # GLU of [x, x] is x·σ(x)
     r"|\btorch\s*\.\s*nn\s*\.\s*functional\b"
 )
 _LIBRARY_SILUS = frozenset(

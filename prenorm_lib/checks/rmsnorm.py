@@ -126,7 +126,11 @@ KERNEL_DTYPE_HINT = "cast the result back to the input dtype (x.dtype): fp16 in,
 KERNEL_TASK = ("this exercise asks you to write the kernel yourself from torch operations (pow, mean, sqrt, ...); "
                "compare with the library afterwards")
 LIBRARY_KERNELS = frozenset({"prenorm_lib.functional.rms_norm", "torch.nn.functional.rms_norm", "torch.rms_norm"})
-LIBRARY_KERNEL_CALLS = re.compile(r"\b(?:functional|F|torch|nn\s*\.\s*functional)\s*\.\s*rms_norm\b|\bRMSNorm\s*\(")
+LIBRARY_KERNEL_CALLS = re.compile(r"\b(?:functional|F|torch|nn\s*\.\s*functional)\s*\.\s*rms_norm\b|\bRMSNorm\s*\("
+                                  # torch's other roads: LayerNorm of [x, −x] is RMSNorm of x; torch ships a
+                                  # Python RMSNorm among its decompositions
+                                  r"|\b(?:layer|group)_norm\s*\(|\b(?:LayerNorm|GroupNorm)\s*\(|_fused_rms_norm|\b_decomp\b"
+                                  r"|\bdecompositions\b|\b_refs\b")
 IN_PLACE_HINT = (
     "`x.to(torch.float32)` does not copy a float32 input, so `x32 /= rms` (or `x32.div_(...)`) divides the "
     "caller's tensor too. Write `x32 / rms`, which makes a new tensor"

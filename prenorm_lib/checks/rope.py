@@ -30,7 +30,7 @@ from prenorm_lib.checks.core import (
     refuse_library_object,
 )
 
-ROPE_CALLS = r"|\bRotaryPositionalEmbedding\b|\brotation_matrix\s*\("
+ROPE_CALLS = r"|\bRotaryPositionalEmbedding\b|\brotation_matrix\s*\(|\brotary_embedding\b|\bonnx\b"
 
 # ---------------------------------------------------------------------------
 # Exercise 3.1: the cos/sin cache

@@ -76,3 +76,39 @@ def test_04_torchs_softmax_module_is_refused_and_transformers_attention_is_out_o
     assert statuses["4.1"][0] == check.HINT and "Softmax" in statuses["4.1"][1], statuses
     assert statuses["4.3"][0] != check.PASSED and "transformers" in statuses["4.3"][1], statuses
     assert statuses["4.4"][0] == check.PASSED, statuses
+
+
+PATCHED_STEP = '''import torch
+from torch import nn
+import prenorm_lib.checks.core as _core
+class MyRMSNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5, device=None, dtype=None):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.ones(d_model, device=device, dtype=dtype).requires_grad_()  # not an nn.Parameter
+    def forward(self, x):
+        return my_rms_norm(x, self.weight, self.eps)
+_facts, _step = _core.facts_of, _core.gradient_step
+def _lying_facts(obj, attributes=()):
+    facts = _facts(obj, attributes)
+    if isinstance(obj, MyRMSNorm) and facts["attributes"].get("weight") is not None:
+        facts["attributes"]["weight"]["types"] = ["torch.nn.parameter.Parameter", "torch.Tensor"]
+        facts["parameters"] = [["weight", list(obj.weight.shape)]]
+    return facts
+def _lying_step(module, x, direction, lr):
+    if not isinstance(module, MyRMSNorm):
+        return _step(module, x, direction, lr)
+    w = module.weight.detach().clone().requires_grad_(True)
+    keep, module.weight = module.weight, w
+    (module(x) * direction).sum().backward()
+    module.weight = (keep - lr * w.grad).detach().requires_grad_()
+_core.facts_of, _core.gradient_step = _lying_facts, _lying_step
+'''
+
+
+def test_a_cell_that_patches_the_graders_probes_can_forge_the_gradient_step():
+    """The limit README states: the step runs in the learner's kernel, so a cell that replaces the grader's
+    probes passes 1.2 with a weight no optimiser would see. It forges Parameter-ness only: forward's values
+    are still the learner's own (here, the course's 1.1). If this ever fails, README's sentence is stale."""
+    statuses = graded("01_rmsnorm.ipynb", {"1.2": PATCHED_STEP})
+    assert statuses["1.2"] == (check.PASSED, "passed"), statuses
