@@ -86,6 +86,12 @@ def assignment_notebooks(root: Path, prefixes: list[str] | None) -> list[str]:
 
 
 def pinned_requirements(root: Path) -> str:
+    """requirements.txt without the editable install of the checkout (the hub's environment: everything)."""
+    lines = (root / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    return "\n".join(line for line in lines if not line.startswith("-e ")) + "\n"
+
+
+def grading_requirements(root: Path) -> str:
     """requirements.txt's pins of what grading needs (``GRADER_PACKAGES``); the rest (the tests' reference
     ``transformers``, JupyterLab, the test tools, the editable install of the checkout) stays out."""
     wanted = {normalised(name) for name in GRADER_PACKAGES}
@@ -111,7 +117,7 @@ def build_zip(root: Path, out: Path, prefixes: list[str] | None = None) -> list[
         _add(archive, "setup.sh", SETUP_SH.encode(), executable=True)
         _add(archive, "run_autograder", RUN_AUTOGRADER.encode(), executable=True)
         _add(archive, CONFIG_NAME, config.encode())
-        _add(archive, "requirements.txt", pinned_requirements(root).encode())
+        _add(archive, "requirements.txt", grading_requirements(root).encode())
         for relative in _course_files(root):
             _add(archive, relative.as_posix(), (root / relative).read_bytes())
     return notebooks

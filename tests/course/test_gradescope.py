@@ -35,7 +35,7 @@ from prenorm_course.exercises.packages import GRADER_PACKAGES
 from prenorm_course.exercises.paths import repo_root
 from prenorm_course.exercises.verify import filled_in
 from prenorm_course.gradescope import __main__ as cli
-from prenorm_course.gradescope.autograder_zip import build_zip, pinned_requirements
+from prenorm_course.gradescope.autograder_zip import build_zip, grading_requirements
 
 REQUIRED = os.environ.get("PRENORM_REQUIRE_GRADESCOPE") == "1"
 # Gradescope's "Output format": the fields of results.json and of each test, and the visibilities.
@@ -74,7 +74,7 @@ def test_the_zip_has_gradescopes_layout_and_the_pinned_requirements(tmp_path: Pa
     assert "prenorm_course/exercises/check.py" in names and "prenorm_lib/__init__.py" in names
     assert not [n for n in names if n.endswith(".pyc") or "__pycache__" in n]
     pins = {line.split("==")[0]: line for line in (root / "requirements.txt").read_text().splitlines() if "==" in line}
-    assert requirements.splitlines() == pinned_requirements(root).splitlines()
+    assert requirements.splitlines() == grading_requirements(root).splitlines()
     assert sorted(requirements.splitlines()) == sorted(pins[name] for name in GRADER_PACKAGES)
     assert "transformers" not in requirements and "-e" not in requirements
     again = tmp_path / "again.zip"
