@@ -378,7 +378,8 @@ def gradient_step(module: Any, x: torch.Tensor, direction: torch.Tensor, lr: flo
 
 
 def expect_trains(exercise_id: str, anchor: Any, module: Any, reference: Callable[..., torch.Tensor],
-                  weights: Mapping[str, torch.Tensor], x: torch.Tensor, hint: str, lr: float = 0.5) -> None:
+                  weights: Mapping[str, torch.Tensor], x: torch.Tensor, hint: str, lr: float = 0.5,
+                  after: torch.Tensor | None = None, atol: float | None = None) -> None:
     """The learner's ``module`` learns like ``reference(x, **weights)``: checked from values, not reported facts.
 
     Whether a weight is an ``nn.Parameter`` that forward uses is something the learner's
@@ -387,16 +388,20 @@ def expect_trains(exercise_id: str, anchor: Any, module: Any, reference: Callabl
     module's current weights, which the checker gave it); afterwards its output on fresh
     inputs must equal the reference with the weights moved by exactly that step. A weight
     the optimiser does not see, or one forward does not use, leaves a different output.
+    ``after`` (fresh normal inputs shaped like ``x`` by default; token ids for an
+    embedding) are the inputs after the step, compared within ``atol``.
     """
     gen = fresh_generator()
     direction = torch.randn(reference(x, **weights).shape, generator=gen)
     moving = {name: value.detach().clone().requires_grad_(True) for name, value in weights.items()}
     (reference(x, **moving) * direction).sum().backward()
     stepped = {name: (value - lr * value.grad).detach() for name, value in moving.items()}
-    after = torch.randn(x.shape, generator=gen)
+    after = torch.randn(x.shape, generator=gen) if after is None else after
     probe(anchor, gradient_step, module, x, direction, lr)
     got = call_learner(exercise_id, module, after, arg_names=("x",))
-    expect_close(exercise_id, got, reference(after, **stepped), hint)
+    with torch.no_grad():
+        want = reference(after, **stepped)
+    expect_close(exercise_id, got, want, hint, **({} if atol is None else {"atol": atol}))
 
 
 # --- the library's own copy is not an answer -----------------------------------------------

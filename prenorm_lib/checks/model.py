@@ -50,8 +50,8 @@ from prenorm_lib.checks.core import (
     exercise,
     expect,
     expect_close,
+    expect_trains,
     fresh_generator,
-    gradient_step,
     object_facts,
     passed,
     probe,
@@ -285,28 +285,13 @@ def _init_statistics(ex: str, w: torch.Tensor, std: float, formula: str, others:
 
 def _expect_trains(ex: str, module: Any, library: nn.Module, x: torch.Tensor, after: torch.Tensor,
                    what: str, lr: float = TRAIN_LR) -> None:
-    """The learner's module, holding ``library``'s weights, learns like it: checked from values.
-
-    ``core.expect_trains`` for a module whose inputs the grader chooses (token ids too): the
-    module takes one SGD step where it lives (``gradient_step``) on ``sum(module(x) * direction)``;
-    the grader takes the same step on ``library``'s weights (``torch.func.functional_call``), and
-    the learner's output on ``after`` must equal the library's with the moved weights. A weight
-    the optimiser does not see (a plain tensor or a buffer, even one reported as a Parameter),
-    one frozen, or one forward does not use, leaves a different output.
-    """
-    gen = fresh_generator()
-    weights = {name: value.detach().clone().requires_grad_(True) for name, value in library.named_parameters()}
-    out = functional_call(library, weights, (x,))
-    direction = torch.randn(out.shape, generator=gen)
-    (out * direction).sum().backward()
-    stepped = {name: (value - lr * value.grad).detach() for name, value in weights.items()}
-    probe(module, gradient_step, module, x, direction, lr)
-    got = call_learner(ex, module, after, arg_names=("x",))
-    with torch.no_grad():
-        want = functional_call(library, stepped, (after,))
-    expect_close(ex, got, want, f"after one gradient step the output is wrong — every weight ({what}) must be an "
-                 "nn.Parameter of the module (module.parameters() is what the optimiser trains) that forward "
-                 "uses, each its own", atol=ATOL)
+    """``core.expect_trains`` with ``library`` (holding the weights the learner's module was given) as the
+    reference, run on its parameters through ``torch.func.functional_call``; ``after`` may be token ids."""
+    expect_trains(ex, module, module, lambda inputs, **weights: functional_call(library, weights, (inputs,)),
+                  dict(library.named_parameters()), x,
+                  f"after one gradient step the output is wrong — every weight ({what}) must be an nn.Parameter of "
+                  "the module (module.parameters() is what the optimiser trains) that forward uses, each its own",
+                  lr=lr, after=after, atol=ATOL)
 
 
 # ---------------------------------------------------------------------------------------
