@@ -41,6 +41,14 @@ MARKER = "withheld while grading"
 # cpython issue 106905), and grade checks two notebooks at a time: the copies are made one at a time.
 _PARSING = threading.Lock()
 
+# RoPE's table of angles p·Θ^(−2k/d_k) and every helper that returns it: 3.1's answer, and 6.4's buffers
+_ROPE_TABLE = (
+    "prenorm_lib.functional:rope_angles",  # the table itself
+    "prenorm_lib.lab.figures.rope:wavelengths",  # 2π/θ_k: the table's speeds, one division away
+    "prenorm_lib.positions:sinusoidal_encoding",  # sin and cos of the same table, interleaved
+    "prenorm_lib.rope:complex_rotations",  # cos + i·sin of the same table
+)
+
 WITHHELD: dict[str, tuple[str, ...]] = {
     # 1.2's forward calls the learner's own kernel (``my_rms_norm``, 1.1), so both answers go; everything else
     # in the library that normalises (figures, timing, the block, the model) calls one of these.
@@ -64,10 +72,7 @@ WITHHELD: dict[str, tuple[str, ...]] = {
     # these (``SinusoidalPositions``, the clock figures, ``extend_context``) fails on its own. Kept:
     # ``lab.figures.rope.long_term_decay``: its θ_i stay inside, it returns only RoFormer's bound.
     "03_rope.ipynb": (
-        "prenorm_lib.functional:rope_angles",  # 3.1: the table of angles p·Θ^(−2k/d_k)
-        "prenorm_lib.lab.figures.rope:wavelengths",  # 2π/θ_k: the table's speeds, one division away
-        "prenorm_lib.positions:sinusoidal_encoding",  # sin and cos of the same table, interleaved
-        "prenorm_lib.rope:complex_rotations",  # cos + i·sin of the same table: 3.1's answer as complex numbers
+        *_ROPE_TABLE,  # 3.1
         "prenorm_lib.functional:apply_rope",  # 3.2
         "prenorm_lib.rope:RotaryPositionalEmbedding",  # 3.1 and 3.2 together
         "prenorm_lib.rope:rotation_matrix",  # the same rotation, as a matrix
@@ -89,10 +94,7 @@ WITHHELD: dict[str, tuple[str, ...]] = {
         "prenorm_lib.functional:apply_rope",
         "prenorm_lib.rope:rotation_matrix",
         "prenorm_lib.rope:rotate_complex",
-        "prenorm_lib.functional:rope_angles",  # 6.4's cos/sin buffers: the table, as in 03
-        "prenorm_lib.lab.figures.rope:wavelengths",
-        "prenorm_lib.positions:sinusoidal_encoding",
-        "prenorm_lib.rope:complex_rotations",
+        *_ROPE_TABLE,  # 6.4's cos/sin buffers
         "prenorm_lib.attention:MultiHeadSelfAttention",  # 6.5
         "prenorm_lib.functional:scaled_dot_product_attention",
         "prenorm_lib.block:TransformerBlock",  # 6.6
