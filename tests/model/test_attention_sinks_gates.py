@@ -80,7 +80,7 @@ def test_default_module_has_neither_option():
 @pytest.mark.parametrize(("gate", "extra"), [("headwise", 64 * 4), ("elementwise", 64 * 64)])
 def test_a_gate_adds_d_model_weights_per_head_or_per_channel(gate, extra):
     plain, gated = MultiHeadSelfAttention(64, 4), MultiHeadSelfAttention(64, 4, gate=gate)
-    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    count = lambda m: sum(p.numel() for p in m.parameters())
     assert count(gated) - count(plain) == extra
     assert tuple(gated.gate_proj.weight.shape) == (extra // 64, 64)
 
