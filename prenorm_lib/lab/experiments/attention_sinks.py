@@ -215,10 +215,14 @@ def train_variant(config: dict[str, Any], variant: str, seed: int, long: bool = 
 
 
 def run_seed(config: dict[str, Any], seed: int) -> dict[str, Any]:
-    """Every variant with the same seed (initial weights and batches), for ``steps`` and for ``long_steps``."""
+    """Every variant with the same seed (initial weights and batches), for ``steps`` and for ``long_steps``.
+
+    ``long_steps=0`` leaves out the longer runs (the notebook's live version).
+    """
     result = {variant: train_variant(config, variant, seed)[1] for variant in config["variants"]}
-    result.update({f"{variant}_long": train_variant(config, variant, seed, long=True)[1]
-                   for variant in config["variants"]})
+    if config["long_steps"]:
+        result.update({f"{variant}_long": train_variant(config, variant, seed, long=True)[1]
+                       for variant in config["variants"]})
     return result
 
 
