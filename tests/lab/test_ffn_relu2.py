@@ -42,7 +42,7 @@ def test_comparisons_pair_each_rate_and_each_at_its_best():
     ablation_record = record("ffn_ablation", {"swiglu": [1.49, 1.50, 1.51]})
     ablation_record.config["ffns"] = ["swiglu"]
     found = relu2.comparisons(squared, ablation_record, controls)
-    best = "SwiGLU − ReLU², each at its best (lr 0.01 and 0.03)"
+    best = "SwiGLU − ReLU², each at its best (lr 0.01 and 0.03)"  # both at one rate: "(both lr 0.01)"
     assert set(found) == {"SwiGLU − ReLU², both lr 0.003", "SwiGLU − ReLU², both lr 0.01",
                           "SwiGLU − ReLU², both lr 0.03", best, "ReLU² − ReLU, both d_ff 288, lr 0.01"}
     assert found[best].differences == pytest.approx([-0.01, -0.02, 0.0])

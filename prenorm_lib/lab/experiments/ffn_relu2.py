@@ -76,7 +76,8 @@ def comparisons(record: Record, ablation_record: Record, controls_record: Record
                                                              what="final held-out loss")
              for lr in LEARNING_RATES}
     best_swiglu, best_relu2 = best_rate(swiglu), best_rate(relu2)
-    found[f"SwiGLU − ReLU², each at its best (lr {best_swiglu:g} and {best_relu2:g})"] = stats.paired(
+    rates = f"both lr {best_swiglu:g}" if best_swiglu == best_relu2 else f"lr {best_swiglu:g} and {best_relu2:g}"
+    found[f"SwiGLU − ReLU², each at its best ({rates})"] = stats.paired(
         swiglu[best_swiglu], relu2[best_relu2], a_name="SwiGLU", b_name="ReLU²", what="final held-out loss")
     relu = controls.final_losses(controls_record)["relu_d288"]
     found["ReLU² − ReLU, both d_ff 288, lr 0.01"] = stats.paired(relu2[1e-2], relu, a_name="ReLU²", b_name="ReLU",
