@@ -19,7 +19,6 @@ Same seeds, same history, bit for bit (on one thread; :func:`prenorm_lib.setup` 
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 import time
@@ -31,6 +30,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from prenorm_lib import validation
+from prenorm_lib.config import ModelConfig
 from prenorm_lib.ffn import default_hidden_dim
 from prenorm_lib.lab.data import VOCABULARY, Corpus, get_batch
 from prenorm_lib.lab.probes import evaluating, gradient_norms_by_layer, next_token_loss, recording_residual_norms
@@ -291,19 +291,15 @@ def _record_metrics(history: History, model: nn.Module, on_eval) -> None:
         history.metrics.setdefault(name, []).append(float(value))
 
 
-_MODEL_ARGUMENTS = tuple(inspect.signature(TransformerLM).parameters)
-
-
-def model_config(**overrides) -> dict:
-    """Keyword arguments of the course's tiny TransformerLM, with ``overrides`` applied.
+def course_config(**overrides) -> ModelConfig:
+    """The course's tiny model as a :class:`~prenorm_lib.config.ModelConfig`, with ``overrides`` applied.
 
     Defaults: the grammar's vocabulary, d_model 64, 2 layers, 4 heads, context 32, RoPE
     (θ = 10000), pre-norm, SwiGLU. Unless given, ``d_ff`` is the FFN kind's default
-    (:func:`prenorm_lib.ffn.default_hidden_dim`: 192 for SwiGLU, 256 for ReLU/SiLU).
+    (:func:`prenorm_lib.ffn.default_hidden_dim`: 192 for SwiGLU, 256 for ReLU/SiLU). Any
+    field of ModelConfig may be overridden; another name is refused, naming the fields.
     """
-    unknown = sorted(set(overrides) - set(_MODEL_ARGUMENTS))
-    if unknown:
-        raise ValueError(f"unknown TransformerLM arguments {unknown}; expected some of {list(_MODEL_ARGUMENTS)}")
+    ModelConfig.check_names(overrides, "the course's model")
     config = dict(
         vocab_size=len(VOCABULARY), context_length=32, d_model=64, num_layers=2, num_heads=4,
         rope_theta=10000.0, norm="pre", ffn="swiglu",
@@ -311,20 +307,27 @@ def model_config(**overrides) -> dict:
     config.update(overrides)
     if "d_ff" not in overrides:
         config["d_ff"] = default_hidden_dim(config["ffn"], config["d_model"])
-    return config
+    return ModelConfig(**config)
+
+
+def model_config(**overrides) -> dict:
+    """:func:`course_config` as the keyword arguments of ``TransformerLM`` (every field of the config)."""
+    return course_config(**overrides).as_kwargs()
 
 
 def build_model(corpus: Corpus, seed: int = 0, device: torch.device | str | None = None,
                 **overrides) -> TransformerLM:
     """A TransformerLM for ``corpus``, initialised from ``seed`` without touching global RNG state.
 
+    ``overrides`` are fields of :class:`~prenorm_lib.config.ModelConfig` (see :func:`course_config`).
     The weights are drawn on the CPU (the same model on every device), then moved to
     ``device`` (default :func:`default_device`: ``$PRENORM_DEVICE``, else the CPU).
     """
-    config = model_config(**{"vocab_size": corpus.vocab_size, **overrides})
+    config = course_config(**{"vocab_size": corpus.vocab_size, **overrides})
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = TransformerLM(**config)
+        # The keyword door (= from_config): a graded kernel that withholds TransformerLM keeps its signature
+        model = TransformerLM(**config.as_kwargs())
     return model.to(default_device() if device is None else torch.device(device))
 
 
