@@ -97,7 +97,17 @@ def placements_in(group: str) -> tuple[str, ...]:
 
 
 # Residual-branch multipliers by depth: x + (L/L_base)^(−a) · F(·). Depth-μP (Yang et al. 2023)
-# has a = 1/2, CompleteP (Dey et al. 2025) a = 1; "none" is the standard parametrisation.
+# has a = 1/2, CompleteP (Dey et al. 2025) a = 1; "none" is the standard parametrisation. The
+# rules are those of Dey et al.'s reference code (EleutherAI/nanoGPT-mup, branch completep: both
+# branches of every block multiplied, the blocks' Adam learning rate times (L/L_base)^(a−1) and
+# their ε times (L/L_base)^(−a), no depth factor in the initialisation) — the model applies the
+# multiplier, the lab's training loop the learning rate and ε (lab.train._parameter_groups).
+# Where the course departs: (1) both papers build on μP in width; the course keeps its standard
+# width parametrisation (CS336's initialisation, one learning rate), so only the depth half of
+# their rules is here; (2) Yang et al. derive depth-μP for blocks of one layer and report
+# "fundamental limitations" for deeper blocks "(such as modern transformers)" (abstract) — every
+# block here is such a block; (3) Adam's base ε is torch's 1e-8, theirs 1e-12; (4) L counts
+# blocks (each with two branches), L_base is ``base_depth``.
 RESIDUAL_SCALINGS: dict[str, float] = {"none": 0.0, "depth_mup": 0.5, "completep": 1.0}
 MIX_LN_POST_FRACTION = 0.25  # Mix-LN's α: the share of blocks, from the bottom, in post-norm
 

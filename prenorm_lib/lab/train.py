@@ -148,11 +148,30 @@ class History:
 
 
 
+ADAM_EPS = 1e-8  # torch's AdamW default, the ε of every parameter outside a depth parametrisation's blocks
+
+
 def _parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Decay matrices only: shrinking a norm's gain or nothing else is not regularisation."""
+    """Decay matrices only: shrinking a norm's gain or nothing else is not regularisation.
+
+    Under a depth parametrisation (``ModelConfig.residual_scaling``: depth-μP, CompleteP) the
+    blocks' parameters get their own groups, with Adam's learning rate times
+    ``config.hidden_lr_scale`` (``lr_scale``, applied by :func:`train` at every update) and ε
+    times ``config.hidden_eps_scale`` — the optimizer half of Dey et al.'s rules, as their
+    reference code applies them; embeddings, final norm and head keep the base values.
+    """
     decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    config = getattr(model, "config", None)
+    if not isinstance(config, ModelConfig) or config.residual_scaling == "none":
+        return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    in_blocks = {id(p) for p in model.layers.parameters()}
+    groups = []
+    for params, decayed in ((decay, weight_decay), (no_decay, 0.0)):
+        groups.append({"params": [p for p in params if id(p) not in in_blocks], "weight_decay": decayed})
+        groups.append({"params": [p for p in params if id(p) in in_blocks], "weight_decay": decayed,
+                       "lr_scale": config.hidden_lr_scale, "eps": ADAM_EPS * config.hidden_eps_scale})
+    return [group for group in groups if group["params"]]
 
 
 def _validation_batches(corpus: Corpus, config: TrainConfig) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -228,7 +247,7 @@ def train(
     generator = torch.Generator().manual_seed(config.seed)
     val_batches = _validation_batches(corpus, config)
     optimizer = torch.optim.AdamW(
-        _parameter_groups(model, config.weight_decay), lr=lr_at(0, config), betas=config.betas,
+        _parameter_groups(model, config.weight_decay), lr=lr_at(0, config), betas=config.betas, eps=ADAM_EPS,
         foreach=True,  # one fused update over all tensors: on CPU a quarter cheaper than the loop
     )
     max_norm = math.inf if config.grad_clip is None else config.grad_clip
@@ -242,7 +261,7 @@ def train(
     for step in range(1, config.steps + 1):
         lr = lr_at(step, config)
         for group in optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)  # a depth parametrisation scales its blocks' rate
         x, y = get_batch(corpus.train_ids, config.batch_size, config.context_length, generator)
         x, y = x.to(device), y.to(device)
         every = config.record_norms_every
