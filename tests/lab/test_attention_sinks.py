@@ -79,3 +79,11 @@ def test_measure_reports_each_options_own_use():
 def test_unknown_variant_names_the_choices():
     with pytest.raises(ValueError, match="variant must be one of"):
         sinks.build(sinks.CONFIG, "gated", 0)
+
+
+def test_the_configs_say_what_was_added():
+    config = {**sinks.CONFIG, **sinks.FINGERPRINT}
+    gated = sinks.build(config, "gate", 0)
+    assert gated.config.attn_gate == "headwise" and not gated.config.attn_sink
+    assert all(layer.config.attn_gate == "headwise" for layer in gated.layers)
+    assert sinks.build(config, "sink", 0).config.attn_sink

@@ -199,3 +199,21 @@ def test_softmax_with_sink_at_minus_infinity_is_softmax_along_any_dim():
 def test_softmax_with_sink_refuses_a_sink_that_differs_along_dim():
     with pytest.raises(ValueError, match="sink must broadcast against x"):
         functional.softmax_with_sink(torch.randn(2, 5), torch.randn(5))
+
+
+# ---- the model's config ------------------------------------------------------------------
+
+
+def test_model_config_builds_the_options_into_every_layer():
+    from prenorm_lib.config import ModelConfig
+    from prenorm_lib.model import TransformerLM
+
+    model = TransformerLM(50, 16, 32, 3, 4, 64, attn_gate="elementwise", attn_sink=True)
+    assert all(layer.attn.gate == "elementwise" and layer.attn.sink_logits is not None for layer in model.layers)
+    assert model(torch.zeros(2, 16, dtype=torch.long)).shape == (2, 16, 50)
+    plain = TransformerLM(50, 16, 32, 3, 4, 64)
+    assert all(layer.attn.gate is None and layer.attn.sink_logits is None for layer in plain.layers)
+    with pytest.raises(ValueError, match="attn_gate must be one of"):
+        ModelConfig(50, 16, 32, 3, 4, 64, attn_gate="per_token")
+    with pytest.raises(TypeError, match="attn_sink must be True or False"):
+        ModelConfig(50, 16, 32, 3, 4, 64, attn_sink=1)

@@ -28,6 +28,7 @@ mean gate σ(x W_g), and the share of attention the learned sinks take.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -163,11 +164,14 @@ def with_attention_options(model: nn.Module, seed: int, **options) -> nn.Module:
     """``model`` with every attention layer rebuilt with ``options`` (gate, sink), its weights kept.
 
     The layers' shared weights are the plain model's, so a gated or sink model starts exactly
-    where the plain one does; the gate's new weights come from ``seed`` + GATE_SEED_OFFSET, the
-    sink logits start at 0. Returns ``model`` (changed in place).
+    where the plain one does (``ModelConfig(attn_gate=…)`` would draw the gate between the
+    attention and the FFN weights, and every later weight would differ); the gate's new weights
+    come from ``seed`` + GATE_SEED_OFFSET, the sink logits start at 0. The model's and the
+    blocks' configs say what was added. Returns ``model`` (changed in place).
     """
     if not options:
         return model
+    added = {"attn_gate": options.get("gate"), "attn_sink": options.get("sink", False)}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + GATE_SEED_OFFSET)
         for layer in model.layers:
@@ -180,6 +184,8 @@ def with_attention_options(model: nn.Module, seed: int, **options) -> nn.Module:
             if unexpected or any(not key.startswith(("gate_proj.", "sink_logits")) for key in missing):
                 raise RuntimeError(f"rebuilding attention lost weights: missing {missing}, unexpected {unexpected}")
             layer.attn = new
+            layer.config = dataclasses.replace(layer.config, **added)
+    model.config = dataclasses.replace(model.config, **added)
     return model
 
 
