@@ -244,8 +244,10 @@ def finals(record: Record, key: str) -> dict[str, list[float]]:
     return out
 
 
-def against_plain(record: Record, key: str) -> dict[str, stats.PairedComparison]:
-    """Each option minus the plain model on the final ``key``, seed by seed."""
+def against_plain(record: Record, key: str, long: bool = False) -> dict[str, stats.PairedComparison]:
+    """Each option minus the plain model on the final ``key``, seed by seed (``long``: the longer runs)."""
     values = finals(record, key)
-    return {variant: stats.paired(values[variant], values["plain"], a_name=NAMES[variant], b_name="plain", what=key)
-            for variant in record.config["variants"] if variant != "plain"}
+    suffix = "_long" if long else ""
+    return {variant: stats.paired(values[variant + suffix], values["plain" + suffix], a_name=NAMES[variant + suffix],
+                                  b_name=NAMES["plain" + suffix], what=key)
+            for variant in record.config["variants"] if variant != "plain" and variant + suffix in values}
