@@ -236,11 +236,15 @@ def run_seed(config: dict[str, Any], seed: int) -> dict[str, Any]:
 
 
 def finals(record: Record, key: str) -> dict[str, list[float]]:
-    """The last value of ``key`` for each run name, one entry per seed in the record's order."""
+    """The last value of ``key`` for each run name that has it, one entry per seed in the record's order.
+
+    ``mean_gate`` is only a gated run's, ``sink_share`` only a sink run's.
+    """
     out: dict[str, list[float]] = {}
     for _, result in record.by_seed():
         for name, numbers in result.items():
-            out.setdefault(name, []).append(numbers[key][-1])
+            if key in numbers:
+                out.setdefault(name, []).append(numbers[key][-1])
     return out
 
 
