@@ -4,8 +4,11 @@
 ``bare`` (``HUB/class.git``), the repository the nbgitpuller link serves. Its tree holds
 
 * ``notebooks/exercises/NN_*.ipynb`` -- the exercise notebooks, as ``make exercises`` made
-  them (every solution region replaced by a placeholder, answers folded or kept out by its
-  leak checks), at the same path as in the course, so links and ``collect`` name them alike;
+  them (every solution region replaced by a placeholder), at the same path as in the course,
+  so links and ``collect`` name them alike, less what self-study keeps folded: a cell tagged
+  ``answer`` (the library's code shown for comparison, the runs a prediction is about, the
+  reading of a prediction) keeps its code but not its stored output, and an answer's text
+  is replaced by a line saying the teacher holds it back (:func:`for_a_class`);
 * ``figures/*.png`` -- the pictures the notebooks' text refers to;
 * ``README.md`` -- a learner's page (:data:`LEARNER_README`).
 
@@ -25,13 +28,20 @@ retyping the library's code by hand is not something any check can tell from one
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-from prenorm_course.exercises.paths import SOLUTION_GLOB, exercise_dir
+import nbformat
+
+from prenorm_course.exercises.build import read_notebook
+from prenorm_course.exercises.leaks import ANSWER_TAG
+from prenorm_course.exercises.markers import BEGIN, END
+from prenorm_course.exercises.paths import SOLUTION_GLOB, exercise_dir, solution_notebooks
 
 BRANCH = "main"
 AUTHOR = ("prenorm course", "course@prenorm.invalid")
@@ -53,16 +63,75 @@ answers are withheld, so only your own code passes there.
 """
 
 
+HELD_BACK = "*(In a graded class this answer is held back: your teacher shares it after grading.)*"
+
+
+def for_a_class(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The exercise notebook without the answers self-study keeps folded: outputs of code cells tagged
+    ``answer`` cleared (their code stays, so every later cell still runs), answer text replaced."""
+    nb = copy.deepcopy(notebook)
+    for cell in nb.cells:
+        if ANSWER_TAG not in cell.metadata.get("tags", []):
+            continue
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        else:
+            cell.source = HELD_BACK
+    return nb
+
+
 def files(root: Path) -> dict[str, bytes]:
     """The distribution's files (path -> bytes), read from the checkout ``root``."""
     found = {"README.md": LEARNER_README.encode()}
     for path in sorted(exercise_dir(root).glob(SOLUTION_GLOB)):
-        found[f"notebooks/exercises/{path.name}"] = path.read_bytes()
+        found[f"notebooks/exercises/{path.name}"] = (nbformat.writes(for_a_class(read_notebook(path))) + "\n").encode()
     for path in sorted((root / "figures").glob("*.png")):
         found[f"figures/{path.name}"] = path.read_bytes()
     if not any(name.startswith("notebooks/") for name in found):
         raise FileNotFoundError(f"no exercise notebooks in {exercise_dir(root)}; run make exercises first")
     return found
+
+
+def solution_lines(root: Path, shortest: int = 12) -> set[str]:
+    """Lines that only a solution holds: inside a solution region of a course notebook (stripped, at least
+    ``shortest`` characters, not a comment) and nowhere outside the regions of any course notebook."""
+    inside, outside = set(), set()
+    for path in solution_notebooks(root):
+        for cell in read_notebook(path).cells:
+            region = False
+            for line in cell.source.splitlines():
+                text = line.strip()
+                if text.startswith(BEGIN) or text.startswith(END):
+                    region = text.startswith(BEGIN)
+                    continue
+                (inside if region else outside).add(text)
+    return {line for line in inside - outside if len(line) >= shortest and not line.startswith("#")}
+
+
+def find_solutions(files: dict[str, bytes], root: Path) -> list[str]:
+    """Where ``files`` (path -> bytes) hold a solution: a course notebook, a solution marker or a solution line."""
+    lines, found = solution_lines(root), []
+    course = {p.name for p in solution_notebooks(root)}
+    for name, data in sorted(files.items()):
+        text = data.decode("utf-8", errors="replace")
+        if Path(name).name in course and "exercises" not in Path(name).parts:
+            found.append(f"{name}: a course (solution) notebook")
+        if BEGIN in text or END in text:
+            found.append(f"{name}: a solution marker")
+        shown = {line.strip() for raw in text.splitlines() for line in _json_lines(raw)}
+        found += [f"{name}: the solution line {line!r}" for line in sorted(lines & shown)]
+    return found
+
+
+def _json_lines(raw: str) -> list[str]:
+    """A line of a file, and (in a notebook's JSON) the source lines a JSON string holds."""
+    stripped = raw.strip().rstrip(",")
+    if stripped.startswith('"') and stripped.endswith('"'):
+        try:
+            return [raw, *json.loads(stripped).splitlines()]
+        except ValueError:
+            pass
+    return [raw]
 
 
 def _git(bare: Path, *args: str, env: dict | None = None, input: str | None = None) -> str:
@@ -76,9 +145,13 @@ def build(root: Path, bare: Path, log=print) -> str:
     if not bare.exists():
         subprocess.run(["git", "init", "--quiet", "--bare", str(bare)], check=True)
         _git(bare, "symbolic-ref", "HEAD", f"refs/heads/{BRANCH}")
+    given = files(root)
+    leaks = find_solutions(given, root)
+    if leaks:  # make exercises refuses these too; the learners' repository never gets one
+        raise ValueError("the learners' repository would hold a solution: " + "; ".join(leaks[:5]))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / "tree"
-        for relative, data in files(root).items():
+        for relative, data in given.items():
             target = work / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
