@@ -108,10 +108,12 @@ def _answers(root: Path, answer: str, notebook: dict) -> dict:
 
 
 def _check_lines(notebook: dict) -> list[str]:
-    """What each check cell printed, as its verdict word: passed, hint or not done."""
+    """What each check cell showed, as its verdict word: passed, hint or not done (a hint is a ``Hint``
+    exception, which IPython shows as its one line)."""
     verdicts = []
     for cell in notebook["cells"]:
-        text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o["output_type"] == "stream")
+        text = "".join(o.get("text", "") if o["output_type"] == "stream" else f"{o.get('evalue', '')}\n"
+                       for o in cell.get("outputs", []) if o["output_type"] in ("stream", "error"))
         for line in text.splitlines():
             if match := re.match(r"Exercise 1\.\d (passed|is not done yet)|Exercise 1\.\d: ", line):
                 verdicts.append({"passed": "passed", "is not done yet": "not done"}.get(match.group(1), "hint"))
