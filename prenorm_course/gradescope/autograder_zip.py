@@ -42,18 +42,14 @@ cd /autograder/source
 export DEBIAN_FRONTEND=noninteractive
 new_enough() {{ "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }}
 PYTHON=${{PYTHON:-}}
-if [ -z "$PYTHON" ]; then
-  for candidate in python3 python3.11 python3.12 python3.13; do
-    if command -v "$candidate" >/dev/null 2>&1 && new_enough "$candidate"; then
-      PYTHON=$(command -v "$candidate"); break
-    fi
-  done
+if [ -z "$PYTHON" ] && command -v python3 >/dev/null 2>&1 && new_enough python3; then
+  PYTHON=$(command -v python3)
 fi
 packages=()
 # Learner kernels run in bubblewrap; where the container does not let it start, run_autograder says so.
 command -v bwrap >/dev/null 2>&1 || packages+=(bubblewrap)
 if [ -z "$PYTHON" ]; then
-  # No Python 3.11 yet (Ubuntu 22.04): the distribution's own python3.11 and its venv module, beside 3.10.
+  # The image's python3 is older (Ubuntu 22.04: 3.10): the distribution's own python3.11 and its venv module.
   echo "python3 is $(python3 --version 2>&1 || echo missing); installing python3.11 and python3.11-venv with apt"
   packages+=(python3.11 python3.11-venv)
   PYTHON=/usr/bin/python3.11

@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import platform
 import secrets
@@ -63,7 +64,7 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({model}), {memory:.0f} GiB, {platform.system()} {platform.release()}"
 
 
-def load() -> str:
+def load_text() -> str:
     return "load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
@@ -76,25 +77,43 @@ def memory_stall_us() -> int | None:
     return int(some.rsplit("total=", 1)[1])
 
 
-def publish(section: str, body: str, command: str) -> Path:
-    """The table on the course's measurements page, else in test-artifacts/ (before that page exists)."""
+def _measurements():
+    """The course's measurements page module (docs/measurements.md), where this checkout has it."""
     try:
-        from prenorm_course import measurements  # the docs' generated page (docs/measurements.md)
+        from prenorm_course import measurements
     except ImportError:
-        measurements = None
-    if measurements is not None and hasattr(measurements, "write"):
-        return measurements.write(section, body, command=command)
+        return None
+    return measurements if hasattr(measurements, "write") else None
+
+
+@contextlib.contextmanager
+def load_watch():
+    """The measurements page's load sampler while a run lasts (None where the page's module is missing)."""
+    module = _measurements()
+    if module is None or not hasattr(module, "LoadWatch"):
+        yield None
+        return
+    with module.LoadWatch() as watch:
+        yield watch
+
+
+def publish(section: str, title: str, body: str, command: str, load=None) -> Path:
+    """The table as ``section`` of docs/measurements.md, else in test-artifacts/hub/ (before that page exists)."""
+    module = _measurements()
+    if module is not None:
+        return module.write(section, body, command=command, load=load)
     out = repo_root() / "test-artifacts" / "hub"
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{section.lower().replace(' ', '-').replace(',', '')}.md"
+    path = out / f"{section}.md"
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    path.write_text(f"## {section}\n\n`{command}`, {stamp}; {machine()}\n\n{body}\n")
+    path.write_text(f"## {title}\n\n`{command}`, {stamp}; {machine()}; {load_text()} at the end\n\n{body}\n")
     return path
 
 
 def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank percentile: the smallest measured value with at least q % of the values at or below it."""
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
 def pss_mb(user: str) -> float:
@@ -148,12 +167,12 @@ def run_class(n: int, hub: Path, port: int, root: Path, log=print) -> dict:
     barrier = threading.Barrier(n)
     threads = [threading.Thread(target=_one_learner, args=(base, link, name, passwords[name], answers, barrier,
                                                            results[name])) for name in names]
-    load_before, stall_before, start = load(), memory_stall_us(), time.monotonic()
+    load_before, stall_before, start = load_text(), memory_stall_us(), time.monotonic()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    wall, stall_after, load_after = time.monotonic() - start, memory_stall_us(), load()
+    wall, stall_after, load_after = time.monotonic() - start, memory_stall_us(), load_text()
     memory = {name: pss_mb(name) for name in names if "failed" not in results[name]}
     lost = []
     for name in names:
@@ -197,12 +216,24 @@ def bench(sizes: list[int], hub: Path | None, port: int, keep: bool, log=print) 
     hub = hub or Path(tempfile.mkdtemp(prefix="prenorm-class-bench-", dir="/tmp"))
     hub.chmod(0o755)
     measured = []
+    with load_watch() as watch:
+        _runs(sizes, hub, port, root, made, keep, measured, log)
+    body = (f"{table(measured)}\n\nEach learner: the nbgitpuller link, the login form with a Unix password, the spawn "
+            f"page until the server answers (spawn), nbgitpuller's pull, exercise notebook 01 with right answers in a "
+            f"kernel of its own (notebook 01), save; PSS with every kernel alive. Limits per learner: "
+            f"{Limits().memory}, {Limits().cpus:g} CPU. Machine: {machine()}.")
+    return str(publish("class", "Class size on one hub", body,
+                       f"make class-bench N={' '.join(map(str, sizes))}" if len(sizes) > 1 else
+                       f"make class-bench N={sizes[0]}", load=watch))
+
+
+def _runs(sizes: list[int], hub: Path, port: int, root: Path, made: bool, keep: bool, measured: list, log) -> None:
     try:
         prepare(root, hub, log=log)
         for n in sizes:
             service.start(root, hub, "127.0.0.1", port, Limits(), log=log)
             try:
-                log(f"{n} learners at once ({load()})")
+                log(f"{n} learners at once ({load_text()})")
                 measured.append(run_class(n, hub, port, root, log))
                 log(table(measured[-1:]))
             finally:
@@ -212,11 +243,6 @@ def bench(sizes: list[int], hub: Path | None, port: int, keep: bool, log=print) 
     finally:
         if made and not keep:
             shutil.rmtree(hub, ignore_errors=True)
-    body = (f"{table(measured)}\n\nEach learner: the nbgitpuller link, the login form with a Unix password, the spawn "
-            f"page until the server answers (spawn), nbgitpuller's pull, exercise notebook 01 with right answers in a "
-            f"kernel of its own (notebook 01), save; PSS with every kernel alive. Limits per learner: "
-            f"{Limits().memory}, {Limits().cpus:g} CPU. Machine: {machine()}.")
-    return str(publish("Class size on one hub", body, f"make class-bench N={' '.join(map(str, sizes))}"))
 
 
 def _remove_account(name: str) -> None:
@@ -244,14 +270,25 @@ def kernel_peaks(root: Path, log=print) -> dict[str, tuple[float, float]]:
         nb = read_notebook(path)
         client = NotebookClient(nb, timeout=600, kernel_name="python3",
                                 resources={"metadata": {"path": str(path.parent)}})
+        seen, done = [0.0], threading.Event()
+
+        def watch(client=client, seen=seen, done=done):  # VmHWM only grows: its last reading is the peak
+            while not done.wait(0.2):
+                with contextlib.suppress(AttributeError, OSError, StopIteration, ValueError):
+                    status = Path(f"/proc/{client.km.provisioner.process.pid}/status").read_text()
+                    hwm = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+                    seen[0] = max(seen[0], int(hwm.split()[1]) / 1024)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
         start = time.monotonic()
-        with client.setup_kernel():
-            pid = client.km.provisioner.process.pid
+        try:
             client.execute()
-            status = Path(f"/proc/{pid}/status").read_text()
-        hwm = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")) / 1024
-        peaks[path.name] = (hwm, time.monotonic() - start)
-        log(f"{path.name}: kernel peak {hwm:.0f} MB, {peaks[path.name][1]:.1f} s")
+        finally:
+            done.set()
+            watcher.join()
+        peaks[path.name] = (seen[0], time.monotonic() - start)
+        log(f"{path.name}: kernel peak {seen[0]:.0f} MB, {peaks[path.name][1]:.1f} s")
     return peaks
 
 
@@ -293,10 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.kernel_memory:
             root = repo_root()
-            peaks = kernel_peaks(root)
-            server = args.server_mb or server_memory(root)
-            where = publish("Kernel memory and sizing", sizing(peaks, server) + f"\n\nMachine: {machine()}; {load()}.",
-                            "make kernel-memory")
+            with load_watch() as watch:
+                peaks = kernel_peaks(root)
+                server = args.server_mb or server_memory(root)
+            where = publish("kernel-memory", "Kernel memory and sizing", sizing(peaks, server),
+                            "make kernel-memory", load=watch)
         else:
             where = bench(args.learners, args.dir, args.port, args.keep)
     except (PermissionError, FileNotFoundError, ValueError) as exc:
