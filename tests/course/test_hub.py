@@ -59,6 +59,7 @@ NOTEBOOK = "01_rmsnorm.ipynb"
 IN_HOME = f"{COURSE_FOLDER}/notebooks/exercises/{NOTEBOOK}"
 WRONG_1_3 = '# Exercise 1.3: predict fp16 overflow\nsquare_in_fp16 = "65504"\nnorm_without_upcast = "1"\n'
 LEARNERS = {"pnhub-right": "right", "pnhub-wrong": "wrong", "pnhub-unfinished": "unfinished"}
+TEACHER = "pnhub-teacher"
 CHECK_LINES = {"right": ["passed", "passed", "passed"], "wrong": ["passed", "passed", "hint"],
                "unfinished": ["not done", "not done", "not done"]}
 BOMB = "hog = bytearray(3 * 2**30)  # 3 GiB, every page written: past the learner's 2G limit"
@@ -172,8 +173,9 @@ def test_a_class_on_a_real_jupyterhub(tmp_path: Path):
         assert not (hub_dir / "course.git").exists()  # the whole course is not served
 
         # Step 2: learners, and a password each (passwd, or chpasswd for a class).
-        passwords = {user: secrets.token_urlsafe(16) for user in LEARNERS}
+        passwords = {user: secrets.token_urlsafe(16) for user in [*LEARNERS, TEACHER]}
         _teacher([*python, "learners", "add", *LEARNERS], root, env)
+        _teacher([*python, "teachers", "add", TEACHER], root, env)
         subprocess.run(["chpasswd"], input="".join(f"{u}:{p}\n" for u, p in passwords.items()), text=True,
                        check=True)
         homes = {user: Path(pwd.getpwnam(user).pw_dir) for user in LEARNERS}
@@ -214,6 +216,12 @@ def test_a_class_on_a_real_jupyterhub(tmp_path: Path):
 
         # The teacher is the hub's admin; a learner is not (the admin page answers the teacher only).
         assert browsers["pnhub-right"].http.get(f"{base}/hub/admin", timeout=60).status_code == 403
+        teacher = Learner(base, TEACHER, passwords[TEACHER])
+        form = teacher.http.get(f"{base}/hub/login?next=%2Fhub%2Fadmin", timeout=60)  # no server of her own
+        admin = teacher.http.post(form.url, timeout=60, data={
+            "username": TEACHER, "password": passwords[TEACHER], "_xsrf": teacher.http.cookies.get("_xsrf")})
+        admin = teacher.http.get(f"{base}/hub/admin", timeout=60)
+        assert admin.status_code == 200 and "/hub/admin" in admin.url, (admin.status_code, admin.url)
 
         # One learner cannot read another's work.
         wrong = pwd.getpwnam("pnhub-wrong")
@@ -306,7 +314,7 @@ def test_a_class_on_a_real_jupyterhub(tmp_path: Path):
         proxy_pid_file = hub_dir / "state" / "proxy.pid"
         with contextlib.suppress(OSError, ValueError):
             os.kill(int(proxy_pid_file.read_text()), signal.SIGKILL)  # the proxy this hub started, if it is left
-        for user in LEARNERS:  # the servers this test's hub started, if any are left; then the accounts
+        for user in [*LEARNERS, TEACHER]:  # the servers this test's hub started, if any are left; then the accounts
             if accounts.exists(user):
                 deadline = time.monotonic() + 20
                 while accounts.processes(user) and time.monotonic() < deadline:
@@ -323,7 +331,7 @@ def test_a_class_on_a_real_jupyterhub(tmp_path: Path):
             record.unlink(missing_ok=True)
         else:
             record.write_text(recorded)
-        assert not [u for u in LEARNERS if accounts.exists(u)], "a learner's account could not be removed"
+        assert not [u for u in [*LEARNERS, TEACHER] if accounts.exists(u)], "an account could not be removed"
 
 
 def test_a_learner_name_that_cannot_be_an_account_is_refused():
