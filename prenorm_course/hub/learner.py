@@ -89,15 +89,19 @@ class Learner:
         self.prefix = f"{self.base}/user/{name}"
 
     def open_link(self, link: str, wait: float = 900) -> requests.Response:
-        """Click the link: log in through the form, wait for the server, land on nbgitpuller's page."""
-        login = self.http.get(link, timeout=120)
-        if "/hub/login" not in login.url:
-            raise LoginRefused(f"{self.name}: the link did not lead to the login form but to {login.url}")
-        form = {"username": self.name, "password": self.password,
-                "_xsrf": self.http.cookies.get("_xsrf", path="/hub/")}
-        page = self.http.post(login.url, data=form, timeout=300)
-        if page.status_code != 200 or "/hub/login" in urlparse(page.url).path:
-            raise LoginRefused(f"{self.name}: the login form answered {page.status_code} at {page.url}")
+        """Click the link: log in through the form (unless this browser is logged in already), wait for the
+        server, land on nbgitpuller's page."""
+        page = self.http.get(link, timeout=300)
+        next_url = link
+        if "/hub/login" in urlparse(page.url).path:
+            login = page
+            form = {"username": self.name, "password": self.password,
+                    "_xsrf": self.http.cookies.get("_xsrf", path="/hub/")}
+            page = self.http.post(login.url, data=form, timeout=300)
+            if page.status_code != 200 or "/hub/login" in urlparse(page.url).path:
+                raise LoginRefused(f"{self.name}: the login form answered {page.status_code} at {page.url}")
+            next_url = parse_qs(urlparse(login.url).query).get("next", [link])[0]
+            next_url = self.base + next_url if next_url.startswith("/") else next_url
         deadline = time.monotonic() + wait
         while urlparse(page.url).path != f"/user/{self.name}/git-pull":  # the spawn page, until the server answers
             if time.monotonic() > deadline:
@@ -105,8 +109,7 @@ class Learner:
             if "spawn-pending" not in page.url and "/hub/" not in page.url:
                 raise RuntimeError(f"{self.name}: unexpected page {page.status_code} {page.url}")
             time.sleep(1)
-            next_url = parse_qs(urlparse(login.url).query).get("next", [link])[0]
-            page = self.http.get(self.base + next_url if next_url.startswith("/") else next_url, timeout=300)
+            page = self.http.get(next_url, timeout=300)
         return page
 
     def pull(self, page: requests.Response) -> str:
