@@ -83,3 +83,16 @@ def processes(name: str) -> list[int]:
         if int(line.split()[1]) == uid:
             found.append(int(status.parent.name))
     return found
+
+
+def pss_mb(name: str) -> float:
+    """Proportional set size of all of ``name``'s processes, MB: shared pages (torch's libraries) counted once."""
+    import psutil
+
+    total = 0
+    for pid in processes(name):
+        try:
+            total += psutil.Process(pid).memory_full_info().pss
+        except psutil.Error:
+            continue
+    return total / 2**20

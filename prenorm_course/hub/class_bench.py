@@ -116,14 +116,6 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
-def pss_mb(user: str) -> float:
-    total = 0
-    for pid in accounts.processes(user):
-        with contextlib.suppress(psutil.Error):
-            total += psutil.Process(pid).memory_full_info().pss
-    return total / 2**20
-
-
 def _one_learner(base: str, link: str, name: str, password: str, answers: dict, barrier: threading.Barrier,
                  result: dict) -> None:
     learner = Learner(base, name, password)
@@ -173,7 +165,7 @@ def run_class(n: int, hub: Path, port: int, root: Path, log=print) -> dict:
     for thread in threads:
         thread.join()
     wall, stall_after, load_after = time.monotonic() - start, memory_stall_us(), load_text()
-    memory = {name: pss_mb(name) for name in names if "failed" not in results[name]}
+    memory = {name: accounts.pss_mb(name) for name in names if "failed" not in results[name]}
     lost = []
     for name in names:
         marker = results[name].get("marker")

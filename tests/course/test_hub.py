@@ -86,15 +86,6 @@ def _free_port() -> int:
         return port
 
 
-def _pss_mb(user: str) -> float:
-    """Proportional set size of all the user's processes: shared pages (torch's libraries) counted once."""
-    total = 0
-    for pid in accounts.processes(user):
-        with contextlib.suppress(psutil.Error):
-            total += psutil.Process(pid).memory_full_info().pss
-    return total / 2**20
-
-
 def _answers(root: Path, answer: str, notebook: dict) -> dict:
     """The learner's notebook with their answers typed into the exercise cells."""
     if answer == "unfinished":
@@ -209,7 +200,7 @@ def test_a_class_on_a_real_jupyterhub(tmp_path: Path):
             figures.setdefault("notebook 01 in a learner's kernel", time.monotonic() - start)
             assert _check_lines(notebook) == CHECK_LINES[answer], (user, _check_lines(notebook))
             learner.save(IN_HOME, notebook)
-        memory = {user: _pss_mb(user) for user in LEARNERS}
+        memory = {user: accounts.pss_mb(user) for user in LEARNERS}
         figures["memory per learner (server + kernel, PSS MB)"] = max(memory.values())
         print("\n" + "\n".join(f"{name}: {value:.1f}" for name, value in figures.items()))
         print("memory per learner (PSS MB): " + ", ".join(f"{u} {m:.0f}" for u, m in memory.items()))
