@@ -59,7 +59,7 @@ elif ! "$PYTHON" -c 'import ensurepip' >/dev/null 2>&1; then
 fi
 if [ ${{#packages[@]}} -gt 0 ]; then
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${{packages[@]}}" >/dev/null
+  apt-get install -y -qq --no-install-recommends --no-upgrade "${{packages[@]}}" >/dev/null
 fi
 if ! new_enough "$PYTHON"; then
   echo "$PYTHON is $("$PYTHON" --version 2>&1): the course needs Python 3.11 or newer" >&2; exit 1

@@ -132,10 +132,11 @@ def _outer_sandbox(autograder: Path, confined: bool) -> list[str]:
         args += ["--bind", cache.strip(), cache.strip()]
     apt = autograder.parent / "apt"  # copies of apt's state: setup.sh runs apt-get update and install
     if not apt.exists():
-        for folder in ("lists/partial", "cache/archives/partial", "log"):
+        for folder in ("cache/archives/partial", "log"):
             (apt / folder).mkdir(parents=True)
+        shutil.copytree("/var/lib/apt", apt / "lib", symlinks=True)
         shutil.copytree("/var/lib/dpkg", apt / "dpkg", symlinks=True)
-    args += ["--bind", str(apt / "lists"), "/var/lib/apt/lists", "--bind", str(apt / "cache"), "/var/cache/apt",
+    args += ["--bind", str(apt / "lib"), "/var/lib/apt", "--bind", str(apt / "cache"), "/var/cache/apt",
              "--bind", str(apt / "dpkg"), "/var/lib/dpkg", "--bind", str(apt / "log"), "/var/log/apt"]
     if not confined:  # as in a container without CAP_SYS_ADMIN (Docker's default): bubblewrap cannot start
         args += ["--cap-drop", "CAP_SYS_ADMIN"]
