@@ -128,3 +128,19 @@ def test_nbgrader_generates_the_assignment_and_autogrades_right_wrong_and_unfini
         scores = {row["student_id"]: (float(row["score"]), float(row["max_score"])) for row in csv.DictReader(f)}
     assert scores == {"right": (3.0, 3.0), "wrong": (2.0, 3.0), "unfinished": (0.0, 3.0)}
     print(f"\nnbgrader generate_assignment + autograde of 3 notebooks + export: {time.monotonic() - start:.0f} s")
+
+
+def test_the_test_cell_raises_on_an_unfinished_exercise_where_the_self_check_only_prints(capsys):
+    """Why the export calls ``.core``: nbgrader gives the point to any test cell that raises nothing, and the
+    notebook's own check cell only prints "not done yet" (Run All goes on). Seen here on Exercise 1.1."""
+    exercise = read_notebook(repo_root() / "notebooks" / "exercises" / f"{NOTEBOOK}.ipynb")
+    cell = next(c for c in exercise.cells if c.metadata.get("prenorm", {}).get("exercise") == "1.1")
+
+    def my_rms_norm(x, weight, eps=1e-5):
+        raise NotImplementedError("Exercise 1.1: rms_norm kernel")
+
+    namespace = {"my_rms_norm": my_rms_norm}
+    exec(cell.source, namespace)  # the self-check: one line, no exception -> nbgrader would score it
+    assert "Exercise 1.1 is not done yet" in capsys.readouterr().out
+    with pytest.raises(Exception, match="Exercise 1.1"):
+        exec(nbgrader_export.strict_check(cell.metadata["prenorm"]), namespace)
