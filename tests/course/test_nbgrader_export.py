@@ -63,6 +63,15 @@ def test_every_exercise_is_an_answer_cell_and_every_check_a_one_point_test(tmp_p
                     and c.source != HELD_BACK]
 
 
+def test_make_nbgrader_export_writes_every_notebook_and_the_configuration():
+    root = repo_root()
+    run = subprocess.run(["make", "nbgrader-export"], cwd=root, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = root / "dist" / "nbgrader"
+    assert sorted(p.name for p in (out / "source").glob("*/*.ipynb")) == [p.name for p in solution_notebooks(root)]
+    assert (out / "nbgrader_config.py").is_file() and "nbgrader generate_assignment" in run.stdout
+
+
 def test_a_check_cell_the_export_cannot_place_is_refused():
     root = repo_root()
     solution = read_notebook(root / "notebooks" / f"{NOTEBOOK}.ipynb")
@@ -142,5 +151,5 @@ def test_the_test_cell_raises_on_an_unfinished_exercise_where_the_self_check_onl
     namespace = {"my_rms_norm": my_rms_norm}
     exec(cell.source, namespace)  # the self-check: one line, no exception -> nbgrader would score it
     assert "Exercise 1.1 is not done yet" in capsys.readouterr().out
-    with pytest.raises(Exception, match="Exercise 1.1"):
+    with pytest.raises(Exception, match=r"Exercise 1\.1"):
         exec(nbgrader_export.strict_check(cell.metadata["prenorm"]), namespace)
