@@ -288,10 +288,11 @@ def sizing(peaks: dict[str, tuple[float, float]], server_mb: float) -> str:
     """Per platform, what a learner needs: the server (measured) plus the heaviest kernel (measured)."""
     heaviest = max(peak for peak, _ in peaks.values())
     need = server_mb + heaviest
+    need_g = math.ceil(need / 102.4) / 10  # GiB, rounded up to a tenth
     rows = ["| notebook | kernel peak (MB) | Run All (s) |", "| --- | ---: | ---: |"]
     rows += [f"| {name} | {peak:.0f} | {seconds:.1f} |" for name, (peak, seconds) in peaks.items()]
     platforms = [
-        ("The Littlest JupyterHub (per-user limit)", f"`limits.memory` ≥ {need / 1024:.1f} G (server {server_mb:.0f} "
+        ("The Littlest JupyterHub (per-user limit)", f"`limits.memory` ≥ {need_g:.1f} G (server {server_mb:.0f} "
          f"MB + heaviest kernel {heaviest:.0f} MB); the course's hub sets 2G"),
         ("Zero to JupyterHub", f"`singleuser.memory.guarantee` {server_mb + min(p for p, _ in peaks.values()):.0f}M "
          f"(server + lightest kernel), `limit` {need:.0f}M or more"),

@@ -50,7 +50,7 @@ def test_the_sizing_table_is_built_from_the_measured_peaks():
     peaks = {"01_rmsnorm.ipynb": (400.0, 7.0), "05_prenorm_vs_postnorm.ipynb": (900.0, 15.0)}
     table = class_bench.sizing(peaks, server_mb=150.0)
     assert "| 01_rmsnorm.ipynb | 400 | 7.0 |" in table
-    assert "≥ 1.0 G (server 150 MB + heaviest kernel 900 MB)" in table
+    assert "≥ 1.1 G (server 150 MB + heaviest kernel 900 MB)" in table
     assert "guarantee` 550M" in table and "`limit` 1050M" in table
     assert "01 fits 1 GB, 05 needs 2 GB" in table
 
