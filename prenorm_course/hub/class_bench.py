@@ -215,7 +215,7 @@ def bench(sizes: list[int], hub: Path | None, port: int, keep: bool, log=print) 
             f"kernel of its own (notebook 01), save; PSS with every kernel alive. Limits per learner: "
             f"{Limits().memory}, {Limits().cpus:g} CPU. Machine: {machine()}.")
     return str(publish("class", "Class size on one hub", body,
-                       f"make class-bench N={' '.join(map(str, sizes))}" if len(sizes) > 1 else
+                       f"make class-bench N=\"{' '.join(map(str, sizes))}\"" if len(sizes) > 1 else
                        f"make class-bench N={sizes[0]}", load=watch))
 
 
