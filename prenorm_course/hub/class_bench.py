@@ -42,6 +42,7 @@ from pathlib import Path
 
 import nbformat
 import psutil
+import requests
 
 from prenorm_course.exercises.build import read_notebook
 from prenorm_course.exercises.paths import repo_root, solution_notebooks
@@ -338,14 +339,28 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def server_memory(root: Path) -> float:
-    """A learner's server (jupyter-lab as jupyterhub-singleuser runs it) with no kernel: its resident MB."""
+    """A learner's server (jupyter-lab, as jupyterhub-singleuser runs it) with no kernel, once it answers:
+    its resident MB."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "JUPYTER_CONFIG_DIR": tmp, "JUPYTER_DATA_DIR": tmp, "JUPYTER_RUNTIME_DIR": tmp}
         process = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
-                                    "--port=0", "--ServerApp.token=bench", "--allow-root", f"--notebook-dir={tmp}"],
+                                    f"--port={port}", "--ServerApp.port_retries=0", "--ServerApp.token=bench",
+                                    "--allow-root", f"--notebook-dir={tmp}"],
                                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            time.sleep(15)
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                with contextlib.suppress(requests.RequestException):
+                    if requests.get(f"http://127.0.0.1:{port}/api/status?token=bench", timeout=5).ok:
+                        break
+                time.sleep(0.5)
+            else:
+                raise TimeoutError("a bare jupyter server did not answer within 300 s")
             rss = psutil.Process(process.pid).memory_info().rss / 2**20
         finally:
             process.terminate()
