@@ -300,8 +300,10 @@ def test_a_class_on_a_real_jupyterhub(tmp_path: Path):
             time.sleep(0.3)
         assert left == [], f"processes left after make hub-stop: {left}"
     finally:
-        if (pid := service.hub_pid(hub_dir)) is not None:
-            os.kill(pid, signal.SIGKILL)
+        if (pid := service.hub_pid(hub_dir)) is not None:  # the hub, and what it started (proxy, idle culler)
+            with contextlib.suppress(psutil.Error):
+                for process in [*psutil.Process(pid).children(recursive=True), psutil.Process(pid)]:
+                    process.kill()
         proxy_pid_file = hub_dir / "state" / "proxy.pid"
         with contextlib.suppress(OSError, ValueError):
             os.kill(int(proxy_pid_file.read_text()), signal.SIGKILL)  # the proxy this hub started, if it is left
