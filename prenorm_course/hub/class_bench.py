@@ -224,7 +224,7 @@ def _runs(sizes: list[int], hub: Path, port: int, root: Path, made: bool, keep: 
     try:
         prepare(root, hub, log=log)
         for n in sizes:
-            service.start(root, hub, "127.0.0.1", port, Limits(), log=log)
+            service.start(root, hub, "127.0.0.1", port, Limits(), log=log, record=False)  # not the class's hub
             try:
                 log(f"{n} learners at once ({load_text()})")
                 measured.append(run_class(n, hub, port, root, log))

@@ -116,8 +116,10 @@ class Api:
             time.sleep(0.3)
 
 
-def start(root: Path, hub: Path, ip: str, port: int, limits: Limits, wait: float = 180, log=print) -> int:
-    """Start the hub in the background on ``hub`` (prepared already); return its pid once it answers."""
+def start(root: Path, hub: Path, ip: str, port: int, limits: Limits, wait: float = 180, log=print,
+          record: bool = True) -> int:
+    """Start the hub in the background on ``hub`` (prepared already); return its pid once it answers. With
+    ``record``, the checkout remembers ``hub`` as its hub folder (the teacher's later commands find it)."""
     hub = hub.resolve()
     running = hub_pid(hub)
     if running:
@@ -137,7 +139,8 @@ def start(root: Path, hub: Path, ip: str, port: int, limits: Limits, wait: float
         process = subprocess.Popen([str(hub / "venv" / "bin" / "jupyterhub"), "-f", str(config)], cwd=state,
                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True, close_fds=True)
-    (root / RECORD).write_text(f"{hub}\n")
+    if record:
+        (root / RECORD).write_text(f"{hub}\n")
     deadline = time.monotonic() + wait
     api = Api(hub)
     while not api.answers():
