@@ -65,3 +65,38 @@ def test_04_the_division_is_the_original_transformers():
     assert "Transformers do not feed" not in prose
     assert "The original Transformer does not feed" in prose
     assert "Mesh TensorFlow" in prose
+
+
+# A fresh reading against the papers' own text (after issue 40's sections): each test fails on the old wording.
+
+
+def test_02_primer_on_the_gated_ffns_is_quoted_and_compared():
+    """Primer's text puts ReLU² ahead of the GLU variants; 02 §8's SwiGLU-below-ReLU² run differs from it."""
+    prose = text("02", "markdown")
+    assert "delivering better quality" in prose
+    assert "Primer: the direction agrees." not in prose
+    assert "for the whole of Primer (both of its modifications)" not in prose
+
+
+def test_02_his_table_does_not_say_mean_and_std():
+    """Shazeer §3.2 says four runs "to measure inter-run variability"; Table 1 does not name its value and bracket."""
+    prose = text("02", "markdown")
+    assert "mean and std of four runs per variant" not in prose
+    assert "to measure inter-run variability" in prose
+
+
+def test_02_not_separated_extra_weights_are_not_called_small():
+    """SiLU 288 − SiLU 256 is not separated (−0.016 … +0.011): not "changes little"."""
+    assert "Giving SiLU the extra weights changes little" not in text("02", "markdown")
+
+
+@pytest.mark.parametrize("wrong", [
+    "A reproduction: training with and without",  # §7 says itself it is not a reproduction of a reported result
+    "reproduced by training with and without the scale",
+    "a model this small and this briefly trained",  # Gu et al.'s abstract: sinks exist "even in small models"
+    "Gu et al.: agrees, as far as it goes",  # no sink appeared: consistent, not a test
+    "massive activation: agrees after the short runs",  # our measure, not Qiu et al.'s
+    "the condition under which Gu et al. see sinks appear",
+])
+def test_04_verdicts_say_what_the_runs_measure(wrong):
+    assert wrong not in text("04", "markdown")
