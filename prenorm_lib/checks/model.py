@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -51,19 +52,23 @@ from prenorm_lib.checks.core import (
     expect,
     expect_close,
     expect_trains,
+    finite_number,
     fresh_generator,
     object_facts,
     passed,
     probe,
+    refuse_library_calls,
     refuse_library_object,
 )
 from prenorm_lib.ffn import SwiGLU
 from prenorm_lib.layers import Embedding, Linear
 from prenorm_lib.model import TransformerLM
 
-__all__ = ["attention", "block", "embedding", "language_model", "linear", "rope", "swiglu"]
+__all__ = ["accounting", "attention", "block", "cached_attention", "embedding", "language_model", "linear", "rope",
+           "swiglu"]
 
 LINEAR, EMBEDDING, SWIGLU, ROPE, ATTENTION, BLOCK, LM = "6.1", "6.2", "6.3", "6.4", "6.5", "6.6", "6.7"
+ACCOUNTING, CACHED = "6.8", "6.9"
 
 TRUNCATED_STD = 0.98658  # the standard deviation of N(0, 1) truncated at ±3
 TRUNCATED_AT_2_STD = 0.87962  # ... and at ±2 (trunc_normal_'s default cut-offs, for std = 1)
@@ -646,3 +651,294 @@ def language_model(cls: type) -> None:
                    torch.randint(s.vocab, (2, T), generator=gen), "token_embeddings, the layers, ln_final and lm_head")
     passed(LM, "token_embeddings, layers, ln_final, lm_head with the library's weights; logits match for drawn "
            "sizes, θ and context; one gradient step matches")
+
+
+# ---------------------------------------------------------------------------------------
+# 6.8 parameters and forward FLOPs, counted by hand (the handout's transformer_accounting)
+# ---------------------------------------------------------------------------------------
+
+_ACCOUNTING_LIBRARY = frozenset({"prenorm_lib.lab.accounting.measured_flops",
+                                 "prenorm_lib.lab.accounting.measured_parameters",
+                                 "prenorm_lib.model.TransformerLM.num_parameters",
+                                 "torch.utils.flop_counter.FlopCounterMode"})
+_ACCOUNTING_CALLS = re.compile(r"\bmeasured_(?:flops|parameters)\b|\bFlopCounterMode\b|\bflop_counter\b"
+                               r"|\bnum_parameters\s*\(|\.numel\s*\(|\.parameters\s*\(|\bTransformerLM\s*\(")
+ACCOUNTING_TASK = ("this exercise asks you to count from the shapes alone, by hand; the next cell compares your "
+                   "numbers with torch's FlopCounterMode")
+
+
+def _accounting_shapes(gen: torch.Generator) -> list[Any]:
+    """Three shapes drawn over the contract: 1 … 5 layers (never all equal), 1 … 8 heads of 2 … 24 channels (even),
+    any d_ff, a vocabulary of 50 … 5000 and a context of 8 … 200 tokens, so no two parts scale alike."""
+    from prenorm_lib.lab.accounting import Shape
+
+    shapes = []
+    for layers in (_between(gen, 1, 2), _between(gen, 3, 5), _between(gen, 2, 5)):
+        heads = _between(gen, 1, 8)
+        d_model = heads * 2 * _between(gen, 1, 12)  # d_head even, for RoPE
+        shapes.append(Shape(_between(gen, 50, 5000), _between(gen, 8, 200), d_model, layers, heads,
+                            _between(gen, 8, 4 * d_model + 8)))
+    return shapes
+
+
+def _as_count(value: Any) -> float | None:
+    number = finite_number(value)
+    return None if number is None or number < 0 else number
+
+
+def _same_count(got: float, want: float) -> bool:
+    return abs(got - want) <= 1e-9 * max(abs(want), 1.0)
+
+
+def _parameter_mistakes(s: Any, want: int) -> list[tuple[int, str]]:
+    V, T, d, L, _, f = s
+    return [
+        (want - V * d, "one (vocab_size × d_model) matrix is missing: the embedding and lm_head are two matrices "
+                       "(the handout's head is not tied to the embedding), both counted"),
+        (want - (2 * L + 1) * d, "the RMSNorm gains are missing: ln1 and ln2 in every block and ln_final at the "
+                                 "end, d_model each"),
+        (want - d, "ln_final's d_model gains are missing"),
+        (want - 2 * L * d, "ln1's and ln2's gains are missing: d_model each, in every block"),
+        (want + T * d, "you counted a position-embedding matrix (context_length × d_model): RoPE has no "
+                       "parameters, its cos and sin follow from θ"),
+        (want - L * d * f, "the feed-forward has three matrices in SwiGLU (w1, w3: d_model → d_ff; w2: d_ff → "
+                           "d_model), not two"),
+        (want + L * (4 * d + 2 * f + d), "you counted biases: the handout's Linear has none"),
+    ]
+
+
+def _flop_mistakes(part: str, s: Any, want: float) -> list[tuple[float, str]]:
+    _, T, _, L, H, _ = s
+    common = [(want / 2, "one multiply-add is 2 FLOPs: an (m×n)·(n×p) product costs 2mnp, the handout's rule"),
+              (want / L, f"that is one block's {part}: there are num_layers of them") if part != "lm_head" else None]
+    own = {
+        "projections": [(want * 3 / 4, "four projections in every block: q_proj, k_proj, v_proj and output_proj"),
+                        (want / T, "each projection multiplies every one of the context_length tokens")],
+        "attention": [(want / 2, "the weighted sum of the values, (T×T)·(T×d_head) per head, costs as much as "
+                                 "the scores Q Kᵀ: count both"),
+                      (want * H, "each head's scores use d_head = d_model / num_heads channels, so all heads "
+                                 "together cost 2·T²·d_model for Q Kᵀ, not num_heads times that"),
+                      (want / T, "the scores are T × T: each of the T queries meets each of the T keys")],
+        "feed-forward": [(want * 2 / 3, "SwiGLU has three matrices: w1 and w3 (d_model → d_ff), w2 (d_ff → d_model)")],
+        "lm_head": [(0, "lm_head is a matrix multiply too: (T × d_model)·(d_model × vocab_size)")],
+    }[part]
+    return [m for m in (*own, *common) if m is not None]  # its own first: half the attention is the values
+
+
+@exercise(ACCOUNTING)
+def accounting(count_parameters: Callable, forward_flops: Callable) -> None:
+    """Exercise 6.8: ``count_parameters(*shape)`` and ``forward_flops(*shape)`` agree with the library's model.
+
+    The references are measured, not a second hand count: ``num_parameters()`` of the library's
+    ``TransformerLM`` of the drawn shape and ``FlopCounterMode`` over its forward pass (on the
+    ``meta`` device, so any shape costs no memory), both in the grader.
+    """
+    from prenorm_lib.lab.accounting import FLOP_PARTS, measured_flops, measured_parameters
+
+    for fn in (count_parameters, forward_flops):
+        refuse_library_object(ACCOUNTING, fn, _ACCOUNTING_LIBRARY, ACCOUNTING_TASK)
+    names = ("vocab_size", "context_length", "d_model", "num_layers", "num_heads", "d_ff")
+    for s in _accounting_shapes(fresh_generator()):
+        label = ", ".join(f"{n}={v}" for n, v in zip(names, s, strict=True))
+        want = measured_parameters(s)
+        got = _as_count(call_learner(ACCOUNTING, count_parameters, *s, arg_names=names))
+        expect(ACCOUNTING, got is not None, f"count_parameters returned {describe(got)}: return one whole number "
+               f"[case: {label}]")
+        if not _same_count(got, want):
+            hint = next((h for value, h in _parameter_mistakes(s, want) if _same_count(got, value)), None)
+            hint = hint or ("the count differs from the library's TransformerLM: embedding, the blocks' attention "
+                            "and SwiGLU matrices and norm gains, ln_final, lm_head")
+            raise Hint(ACCOUNTING, f"{hint}; got {got:,.0f}, the library's model has {want:,} [case: {label}]")
+        measured = measured_flops(s)
+        flops = call_learner(ACCOUNTING, forward_flops, *s, arg_names=names)
+        expect(ACCOUNTING, isinstance(flops, dict) and set(flops) == set(FLOP_PARTS),
+               f"forward_flops must return a dict with the keys {', '.join(map(repr, FLOP_PARTS))}, got "
+               f"{sorted(flops) if isinstance(flops, dict) else describe(flops)}")
+        for part, value in measured.items():
+            mine = _as_count(flops[part])
+            expect(ACCOUNTING, mine is not None, f"forward_flops()[{part!r}] is {describe(flops[part])}: give a "
+                   f"number of FLOPs [case: {label}]")
+            if _same_count(mine, value):
+                continue
+            hint = next((h for v, h in _flop_mistakes(part, s, value) if _same_count(mine, v)), None)
+            raise Hint(ACCOUNTING, f"{part}: " + (hint or f"{FLOP_PARTS[part]} — count their matrix multiplies, "
+                       "2mnp each") + f"; got {mine:,.0f}, torch's FlopCounterMode counts {value:,} [case: {label}]")
+    refuse_library_calls(ACCOUNTING, count_parameters, _ACCOUNTING_CALLS, ACCOUNTING_TASK)
+    refuse_library_calls(ACCOUNTING, forward_flops, _ACCOUNTING_CALLS, ACCOUNTING_TASK)
+    passed(ACCOUNTING, "parameters equal the library model's num_parameters() and the FLOPs of each part "
+           "torch's FlopCounterMode, for three drawn shapes")
+
+
+# ---------------------------------------------------------------------------------------
+# 6.9 grouped-query attention with a KV cache
+# ---------------------------------------------------------------------------------------
+
+
+def start_kv_cache(module: nn.Module) -> None:
+    """Give the learner's attention module an empty KV cache, as ``generation.kv_caching`` does (a probe)."""
+    from prenorm_lib.attention import KVCache
+
+    module.kv_cache = KVCache()
+
+
+def stop_kv_cache(module: nn.Module) -> None:
+    """Take the KV cache away again (a probe)."""
+    module.kv_cache = None
+
+
+def cached_keys_shape(module: nn.Module) -> list[int] | None:
+    """The shape of the keys in the module's KV cache, or None (a probe)."""
+    keys = getattr(getattr(module, "kv_cache", None), "keys", None)
+    return [int(n) for n in keys.shape] if isinstance(keys, torch.Tensor) else None
+
+
+class CachedSizes(NamedTuple):
+    """The constructor arguments of one 6.9 check: ``cls(d_model, num_heads, max_seq_len, theta, num_kv_heads)``."""
+
+    d_model: int
+    num_heads: int
+    max_seq_len: int
+    theta: float
+    num_kv_heads: int
+
+
+def _cached_sizes(gen: torch.Generator) -> CachedSizes:
+    """4 or 6 query heads of 4, 6 or 8 channels sharing 1 … num_heads/2 key/value heads (MQA included, never MHA:
+    a module that ignores num_kv_heads shows), a context of 20 … 32, θ drawn as for 6.5."""
+    heads = _pick(gen, (4, 6))
+    kv = _pick(gen, tuple(k for k in range(1, heads) if heads % k == 0))
+    return CachedSizes(heads * _pick(gen, (4, 6, 8)), heads, _between(gen, 20, 32), _theta(gen), kv)
+
+
+def _cached_attention(x: torch.Tensor, w: dict[str, torch.Tensor], s: CachedSizes, chunks: list[int],
+                      mistake: str = "") -> torch.Tensor:
+    """GQA with RoPE run chunk by chunk through a KV cache, in float64; ``mistake`` names a typical one.
+
+    ``x`` (B, T, d_model) is cut into ``chunks`` (sizes summing to T); the output rows of every chunk are
+    concatenated. Without a mistake this is the whole sequence's causal attention, whatever the chunks.
+    """
+    x = x.double()
+    w = {k: v.double() for k, v in w.items()}
+    H, kv, d_head = s.num_heads, s.num_kv_heads, s.d_model // s.num_heads
+
+    def rope(t: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        angles = functional.rope_angles(s.theta, d_head, s.max_seq_len)[positions]
+        return functional.apply_rope(t, angles.cos(), angles.sin())
+
+    def heads(t: torch.Tensor, n: int) -> torch.Tensor:  # (B, T, n·d_head) → (B, n, T, d_head)
+        return t.unflatten(-1, (n, d_head)).transpose(-3, -2)
+
+    keys = values = None
+    outputs, start = [], 0
+    for size in chunks:
+        piece = x[..., start:start + size, :]
+        at = torch.arange(size) if mistake == "positions_restart" else torch.arange(start, start + size)
+        q = rope(heads(piece @ w["q_proj"].T, H), at)
+        k = rope(heads(piece @ w["k_proj"].T, kv), at)
+        v = heads(piece @ w["v_proj"].T, kv)
+        if mistake != "cache_unused" and keys is not None:
+            k, v = torch.cat((keys, k), dim=-2), torch.cat((values, v), dim=-2)
+        keys, values = k, v
+        if mistake == "repeat":  # key head j serves query heads j, j + kv, j + 2kv, …
+            k, v = k.repeat(1, H // kv, 1, 1), v.repeat(1, H // kv, 1, 1)
+        else:
+            k, v = k.repeat_interleave(H // kv, dim=-3), v.repeat_interleave(H // kv, dim=-3)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d_head)  # (B, H, size, keys)
+        past = k.shape[-2] - size
+        if mistake == "mask_top_left":  # tril of the (size, keys) rectangle: query i sees keys 0 … i
+            allowed = torch.ones(size, k.shape[-2], dtype=torch.bool).tril()
+        elif mistake == "no_mask_after_cache" and past:
+            allowed = torch.ones(size, k.shape[-2], dtype=torch.bool)
+        else:
+            allowed = torch.arange(k.shape[-2]) <= torch.arange(past, past + size)[:, None]
+        out = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ v  # (B, H, size, d_head)
+        outputs.append(out.transpose(-3, -2).flatten(-2) @ w["output_proj"].T)
+        start += size
+    return torch.cat(outputs, dim=-2)
+
+
+CACHED_MISTAKES = {
+    "repeat": "the key/value heads were shared with .repeat: key head j serves the query heads of its own group, "
+              "j·g … j·g + g − 1 (g = num_heads / num_kv_heads) — repeat_interleave along the head axis",
+    "positions_restart": "with a cache the new tokens were rotated as if they were at 0, 1, …: their positions "
+                         "continue after the cached ones (self.kv_cache.length + 0, 1, …)",
+    "cache_unused": "the new tokens attended only to themselves: with a cache, append their keys and values with "
+                    "self.kv_cache.update(k, v) and attend to everything it returns",
+    "mask_top_left": "the causal mask was cut from the top-left corner: with a cache, query i is at position "
+                     "past + i and may attend to keys 0 … past + i, not 0 … i",
+    "no_mask_after_cache": "after the first call the mask was left out: queries of a chunk of new tokens must "
+                           "not see the later ones of the same chunk",
+}
+CACHED_NAMES = ("q_proj and output_proj are (d_model, d_model); k_proj and v_proj are (num_kv_heads·d_head, d_model), "
+                "d_head = d_model / num_heads")
+
+
+def _cached_chunks(gen: torch.Generator, T: int) -> list[int]:
+    """A prompt of 3 … T/2 tokens, then single tokens, a chunk of 2 or 3, and single tokens to T."""
+    prompt = _between(gen, 3, T // 2)
+    middle = _between(gen, 2, 3)
+    singles = T - prompt - middle
+    first = singles // 2
+    return [prompt, *([1] * first), middle, *([1] * (singles - first))]
+
+
+@exercise(CACHED)
+def cached_attention(cls: type) -> None:
+    """Exercise 6.9: ``cls(d_model, num_heads, max_seq_len, theta, num_kv_heads=None)``, GQA with a KV cache.
+
+    Without a cache it must equal the library's grouped-query attention with the same weights; with
+    the library's ``KVCache`` in ``module.kv_cache`` (set here by a probe, as ``kv_caching`` does), a
+    prompt, then single tokens and a chunk of two or three, must give the rows of the whole sequence.
+    """
+    refuse_library_object(CACHED, cls, {"prenorm_lib.attention.MultiHeadSelfAttention",
+                                        "torch.nn.modules.activation.MultiheadAttention"},
+                          "this exercise asks you to add the cache and the shared heads to your own attention")
+    gen = fresh_generator()
+    s = _cached_sizes(gen)
+    label = (f"d_model={s.d_model}, {s.num_heads} heads sharing {s.num_kv_heads} key/value heads, "
+             f"max_seq_len={s.max_seq_len}, theta={s.theta:g}")
+    mha = _build(CACHED, cls, s.d_model, s.num_heads, s.max_seq_len, s.theta)
+    d_head = s.d_model // s.num_heads
+    expect(CACHED, [shape for name, shape in object_facts(mha)["parameters"] if name == "k_proj.weight"]
+           == [[s.d_model, s.d_model]], f"built without num_kv_heads, k_proj.weight must be (d_model, d_model) = "
+           f"({s.d_model}, {s.d_model}): num_kv_heads=None means one key/value head per query head [case: {label}]")
+    module = _build(CACHED, cls, *s)
+    library = _seeded(gen, lambda: MultiHeadSelfAttention(s.d_model, s.num_heads, s.max_seq_len, rope_theta=s.theta,
+                                                          num_kv_heads=s.num_kv_heads))
+    _expect_names(CACHED, module, library, CACHED_NAMES)
+    _load_both_ways(CACHED, module, library)
+    w = {name.removesuffix(".weight"): value for name, value in library.state_dict().items()}
+    T = _between(gen, 10, s.max_seq_len)
+    x = torch.randn(2, T, s.d_model, generator=gen)
+    with torch.no_grad():
+        want = library(x)
+    got = call_learner(CACHED, module, x, arg_names=("x",))
+    _compare(CACHED, got, want, f"x (2, {T}, {s.d_model}), no cache; {label}",
+             [(lambda: _cached_attention(x, w, s, [T], "repeat").float(), CACHED_MISTAKES["repeat"])])
+    chunks = _cached_chunks(gen, T)
+    probe(module, start_kv_cache, module)
+    try:
+        pieces, start = [], 0
+        for size in chunks:
+            pieces.append(call_learner(CACHED, module, x[:, start:start + size], arg_names=("x",)))
+            start += size
+        shapes = [tuple(p.shape) if isinstance(p, torch.Tensor) else describe(p) for p in pieces]
+        expect(CACHED, all(isinstance(p, torch.Tensor) and p.shape == (2, n, s.d_model)
+                           for p, n in zip(pieces, chunks, strict=True)),
+               f"with a cache, each call returns its own tokens' rows, (batch, new tokens, d_model); got {shapes} "
+               f"for chunks of {chunks} tokens [case: {label}]")
+        cached = probe(module, cached_keys_shape, module)
+    finally:
+        probe(module, stop_kv_cache, module)
+    expect(CACHED, cached == [2, s.num_kv_heads, T, d_head], f"after {T} tokens the cached keys are {cached}, "
+           f"expected (batch, num_kv_heads, T, d_head) = (2, {s.num_kv_heads}, {T}, {d_head}): cache the "
+           "num_kv_heads key heads — repeat them for the query heads after the cache, or the cache loses what "
+           f"sharing saves [case: {label}]")
+    _compare(CACHED, torch.cat(pieces, dim=-2), want,
+             f"x (2, {T}, {s.d_model}) fed through the cache in chunks of {chunks}; {label}",
+             [(lambda m=m: _cached_attention(x, w, s, chunks, m).float(), hint) for m, hint in CACHED_MISTAKES.items()])
+    _expect_trains(CACHED, module, library, torch.randn(2, T, s.d_model, generator=gen),
+                   torch.randn(2, T, s.d_model, generator=gen), "q_proj, k_proj, v_proj and output_proj")
+    passed(CACHED, "k_proj and v_proj shared by groups of query heads; without a cache the library's grouped-query "
+           "attention, and through the cache, a prompt then single tokens and a chunk give the whole sequence's "
+           "rows; the cache holds num_kv_heads heads; one gradient step matches")
