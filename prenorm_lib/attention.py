@@ -32,6 +32,8 @@ Two inference options, off by default (notebook 06, section 10):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -117,6 +119,7 @@ class MultiHeadSelfAttention(nn.Module):
     size d_head shared by the heads. With ``qk_norm="flat"`` (OLMo 2) ``q_norm`` and
     ``k_norm`` normalise the whole (d_model,) projection, gain of size d_model, before the
     heads are split. Both act before RoPE rotates (a rotation keeps the norm anyway).
+    ``norm_factory(size)``, if given, makes ``q_norm`` and ``k_norm`` in RMSNorm's place.
 
     ``num_kv_heads`` (default ``num_heads``) and ``kv_cache`` (default None) are the
     inference options of the module docstring: grouped-query attention and the KV cache.
@@ -133,6 +136,7 @@ class MultiHeadSelfAttention(nn.Module):
         num_kv_heads: int | None = None,
         device=None,
         dtype=None,
+        norm_factory: Callable[[int], nn.Module] | None = None,
     ):
         super().__init__()
         self.d_model = validation.positive_int("d_model", d_model)
@@ -161,8 +165,11 @@ class MultiHeadSelfAttention(nn.Module):
         self.qk_norm = qk_norm_form(qk_norm)
         if self.qk_norm is not None:
             size = self.d_head if self.qk_norm == "per_head" else d_model
-            self.q_norm = RMSNorm(size, eps=eps, device=device, dtype=dtype)
-            self.k_norm = RMSNorm(size if self.qk_norm == "per_head" else d_kv, eps=eps, device=device, dtype=dtype)
+            if norm_factory is None:  # RMSNorm; the block passes ModelConfig's normaliser (DyT, Derf) instead
+                def norm_factory(n: int) -> nn.Module:
+                    return RMSNorm(n, eps=eps, device=device, dtype=dtype)
+            self.q_norm = norm_factory(size)
+            self.k_norm = norm_factory(size if self.qk_norm == "per_head" else d_kv)  # flat: the keys' width
         self.kv_cache: KVCache | None = None  # set to a KVCache to decode a token at a time
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
