@@ -194,8 +194,9 @@ def set_train(module: nn.Module) -> None:
     module.train()
 
 
-def input_gradient(module: nn.Module, inputs: tuple, direction: torch.Tensor) -> torch.Tensor | None:
-    """The gradient of ``sum(module(*inputs) * direction)`` with respect to ``inputs[0]``, or None (a probe).
+def input_gradient(module: nn.Module, inputs: tuple, direction: torch.Tensor) -> torch.Tensor | str | None:
+    """The gradient of ``sum(module(*inputs) * direction)`` with respect to ``inputs[0]``, None if none reaches it,
+    or the text of the exception the learner's forward or backward raised (a probe).
 
     The parameters' gradients it leaves behind are cleared, so a later gradient step starts clean.
     """
@@ -204,6 +205,8 @@ def input_gradient(module: nn.Module, inputs: tuple, direction: torch.Tensor) ->
         out = module(x, *inputs[1:])
         if isinstance(out, torch.Tensor) and out.requires_grad:
             (out * direction).sum().backward()
+    except Exception as exc:  # the learner's code may raise anything, forward or backward
+        return f"{type(exc).__name__}: {exc}"[:600]
     finally:
         for parameter in module.parameters():
             parameter.grad = None
@@ -345,6 +348,21 @@ def _expect_trains(ex: str, module: Any, library: nn.Module, x: torch.Tensor, af
                   lr=lr, after=after, atol=ATOL)
 
 
+RANKS_HINT = ("the handout's modules take inputs of any number of batch dimensions, or none: (..., T, d) — write "
+              "forward with x.shape[-1] and x.shape[-2], not B, T, d = x.shape")
+
+
+def _call_ranked(ex: str, module: Any, args: tuple, label: str, arg: str = "x") -> Any:
+    """The learner's module on ``args``; a crash on an input that is not 3-D gets the batch-dimensions hint."""
+    try:
+        return call_learner(ex, module, *args, arg_names=(arg, "token_positions"))
+    except Hint as hint:
+        x, usual = args[0], 2 if arg == "token_ids" else 3
+        if "your code raised" in hint.hint and isinstance(x, torch.Tensor) and x.ndim != usual:
+            raise Hint(ex, f"{hint.hint} — {RANKS_HINT} [case: {label}]") from None
+        raise
+
+
 def _expect_cases(ex: str, module: Any, library: nn.Module, cases: list[tuple[str, torch.Tensor]],
                   mistakes: Callable[[torch.Tensor], list] | None = None, arg: str = "x", again: bool = False) -> None:
     """The module's output on each ``(label, input)`` equals the library's (``again``: a repeated call, so a module
@@ -356,7 +374,7 @@ def _expect_cases(ex: str, module: Any, library: nn.Module, cases: list[tuple[st
         probe(module, set_eval, module)
     for label, x in cases:
         label = f"{label}{', called again after the others' if again else ''}"
-        got = call_learner(ex, module, x, arg_names=(arg,))
+        got = _call_ranked(ex, module, (x,), label, arg)
         with torch.no_grad():
             want = library(x)
         _compare(ex, got, want, label, [] if mistakes is None else mistakes(x))
@@ -406,6 +424,8 @@ def _expect_modes_and_gradient(ex: str, module: Any, reference: Callable[..., to
     x = args[0].detach().clone().requires_grad_(True)
     (reference(x, *args[1:]) * direction).sum().backward()
     grad = probe(module, input_gradient, module, args, direction)
+    expect(ex, not isinstance(grad, str), f"the gradient with respect to the input could not be computed: your code "
+           f"raised {grad} [case: {label}]")
     expect(ex, isinstance(grad, torch.Tensor), f"{GRADIENT_HINT}: no gradient reached x [case: {label}]")
     expect_close(ex, grad, x.grad, f"{GRADIENT_HINT} [case: {label}]", atol=1e-4, rtol=1e-3,
                  shape_hint=f"{GRADIENT_HINT} [case: {label}]", dtype_hint=f"{GRADIENT_HINT} [case: {label}]")
@@ -555,7 +575,8 @@ def embedding(cls: type) -> None:
     _expect_modes_and_gradient(EMBEDDING, module, library, (cases[0][1],), cases[0][0], float_input=False)
     # every id once in the step (in a shuffled order), so a row that cannot learn (padding_idx) shows afterwards
     _expect_trains(EMBEDDING, module, library, torch.randperm(vocab, generator=gen).view(1, vocab),
-                   torch.cat((torch.arange(vocab), repeats)), "weight")
+                   torch.cat((torch.arange(vocab), repeats)), "weight, every row of it: a row that never learns, "
+                   "as padding_idx makes one, shows here")
     _expect_cases(EMBEDDING, module, library, cases[:1], arg="token_ids", again=True)
     _expect_dtypes(EMBEDDING, cls, (vocab, dim), library, (cases[0][1],), cases[0][0])
     _expect_device(EMBEDDING, cls, (vocab, dim))
@@ -683,14 +704,14 @@ def rope(cls: type) -> None:
             (lambda x=x, p=positions: _rotated(x, p, 10000.0, n),
              "the rotation uses θ = 10000, not the theta argument: build cos and sin from the theta you are given"),
         ])
-    label, x, positions = cases[1]
-    _expect_modes_and_gradient(ROPE, module, library, (x, positions), label)
-    _expect_dtypes(ROPE, cls, (s.theta, d_k, n), library, (x, positions), label, with_dtype=False)
-    _expect_device(ROPE, cls, (s.theta, d_k, n))
     from prenorm_lib.checks.rope import ROPE_CALLS  # 3.2's roads to torch's rotation, the ONNX op among them
 
     refuse_library_calls(ROPE, cls, re.compile(ROPE_CALLS.lstrip("|")), "this exercise asks you to write the module "
                          "yourself")
+    label, x, positions = cases[1]
+    _expect_modes_and_gradient(ROPE, module, library, (x, positions), label)
+    _expect_dtypes(ROPE, cls, (s.theta, d_k, n), library, (x, positions), label, with_dtype=False)
+    _expect_device(ROPE, cls, (s.theta, d_k, n))
     passed(ROPE, "no parameters, cos/sin in buffers outside the state dict; rotations match at given, shuffled and "
            "offset positions up to max_seq_len, per sequence and broadcast over heads, for drawn θ, d_k and "
            "max_seq_len, in train and eval mode, float64 and bfloat16, on any device; the input's gradient matches")
@@ -745,12 +766,12 @@ def _attention_cases(gen: torch.Generator, s: Sizes) -> list[tuple[str, torch.Te
     ]
 
 
-def _call_attention(ex: str, module: Any, x: torch.Tensor, at: torch.Tensor | None) -> Any:
+def _call_attention(ex: str, module: Any, x: torch.Tensor, at: torch.Tensor | None, label: str = "") -> Any:
     args = (x,) if at is None else (x, at)
     try:
-        return call_learner(ex, module, *args, arg_names=("x", "token_positions"))
+        return _call_ranked(ex, module, args, label)
     except Hint as hint:
-        if at is None or at.ndim < 2:
+        if at is None or at.ndim < 2 or RANKS_HINT in hint.hint:
             raise
         raise Hint(ex, f"with token_positions of shape (batch, T) = {tuple(at.shape)} your module failed "
                    f"({hint.hint}). The heads add a dimension: q is (batch, heads, T, d_head), so the positions must "
@@ -777,13 +798,16 @@ def attention(cls: type) -> None:
     cases = _attention_cases(gen, s)
     for label, x, at in cases:
         label = f"{label}; {_sized(s)}"
-        got = _call_attention(ATTENTION, module, x, at)
+        got = _call_attention(ATTENTION, module, x, at, label)
         with torch.no_grad():
             want = library(x, at)
         if not _close(got, want):
             hint = _attention_hint(got, x, library, s, at)
             if at is not None and hint is None and _close(got, library(x)):
                 hint = "token_positions was ignored: pass them on to RoPE"
+            if at is not None and hint is None and _close(got, _mask_from_positions(x, library, at)):
+                hint = ("the causal mask was built from token_positions: it follows the order of the tokens in x "
+                        "(token i sees tokens 0 … i whatever their positions); the positions only turn RoPE's angles")
             if hint is not None:
                 raise Hint(ATTENTION, f"{hint} [case: {label}]")
         _compare(ATTENTION, got, want, label)
@@ -818,6 +842,17 @@ def attention(cls: type) -> None:
            "shuffled positions broadcast over the heads, for drawn d_model, heads, max_seq_len and θ, 2 to 4 "
            "dimensions and the whole context, in train and eval mode, float64 and bfloat16, on any device, and "
            "without RoPE for theta=None; the input's gradient and one gradient step match")
+
+
+def _mask_from_positions(x: torch.Tensor, library: nn.Module, at: torch.Tensor) -> torch.Tensor:
+    """The library's attention with the mask built from the positions (query p sees keys at positions ≤ p)."""
+    q, k = library.queries_and_keys(x, at.unsqueeze(-2) if at.ndim > 1 else at)
+    v = library.split_heads(library.v_proj(x))
+    future = at[..., None, :] > at[..., :, None]  # (..., T, T)
+    if at.ndim > 1:
+        future = future.unsqueeze(-3)  # over the heads
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(library.d_head)).masked_fill(future, float("-inf"))
+    return library.output_proj((torch.softmax(scores, dim=-1) @ v).transpose(-3, -2).flatten(-2))
 
 
 def _mhsa_unmasked(x: torch.Tensor, library: nn.Module, s: Sizes) -> torch.Tensor:
@@ -889,7 +924,7 @@ def block(cls: type) -> None:
              for i, (label, x, at) in enumerate(_attention_cases(gen, s))]
     for label, x, at in cases:
         label = f"{label}; {_sized(s)}, d_ff={s.d_ff}"
-        got = _call_attention(BLOCK, module, x, at)
+        got = _call_attention(BLOCK, module, x, at, label)
         parts = (library.ln1, lambda t, at=at: library.attn(t, at), library.ln2, library.ffn)
         with torch.no_grad():
             want = library(x, at)
