@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -43,8 +42,10 @@ from torch.func import functional_call
 from prenorm_lib import functional
 from prenorm_lib.attention import MultiHeadSelfAttention
 from prenorm_lib.block import TransformerBlock
+from prenorm_lib.checks.attention import Layer, attention_mistake
+from prenorm_lib.checks.block import PRE_NORM_MISTAKES
+from prenorm_lib.checks.catalogue import EXERCISES
 from prenorm_lib.checks.core import (
-    MODULE_CLASS,
     Hint,
     call_learner,
     describe,
@@ -60,7 +61,23 @@ from prenorm_lib.checks.core import (
     refuse_library_calls,
     refuse_library_object,
 )
+from prenorm_lib.checks.probes import (
+    MODULE_CLASS,
+    buffers_of,
+    cached_keys_shape,
+    input_gradient,
+    load_state,
+    set_eval,
+    set_train,
+    shares_weight,
+    start_kv_cache,
+    state_dict_of,
+    stop_kv_cache,
+    submodule,
+    tensor_kinds,
+)
 from prenorm_lib.ffn import SwiGLU
+from prenorm_lib.lab.accounting import FLOP_PARTS, Shape, measured_flops, measured_parameters
 from prenorm_lib.layers import Embedding, Linear
 from prenorm_lib.model import TransformerLM
 from prenorm_lib.rope import RotaryPositionalEmbedding
@@ -78,10 +95,6 @@ TRAIN_LR = 0.01  # one SGD step this long moves every output far beyond ATOL, an
 # bfloat16 keeps 8 bits of mantissa (a relative step of 2⁻⁸ ≈ 0.4 %): a module run in bfloat16 lands within a few
 # of those of the float64 answer. 5 % is far beyond what rounding does and far below what a wrong formula does.
 BF16_RELATIVE = 0.05
-# What 6.5 and 6.9 refuse (a lint on the source, as 4.3's): torch's fused attention and the library's, under any name
-_ATTENTION_CALLS = re.compile(r"(?<!def )\bscaled_dot_product_attention\b|\bMultiheadAttention\s*\(|\bis_causal\b"
-                              r"|\b_scaled_dot_product\w*|\bmulti_head_attention_forward\b|\bflex_attention\b"
-                              r"|\bMultiHeadSelfAttention\s*\(")
 
 
 # --- the sizes of one check, drawn afresh ------------------------------------------------------
@@ -150,83 +163,6 @@ def _positions(gen: torch.Generator, T: int, max_seq_len: int) -> torch.Tensor:
     (so a cos/sin table shorter than max_seq_len shows)."""
     rest = torch.randperm(max_seq_len - 1, generator=gen)[:T - 1]
     return torch.cat((rest, torch.tensor([max_seq_len - 1]))).sort().values
-
-
-# --- probes: they run where the learner's module lives and return plain data ------------------
-
-
-def state_dict_of(module: nn.Module) -> dict[str, torch.Tensor]:
-    """A copy of the module's state dict (a probe)."""
-    return {name: value.detach().clone() for name, value in module.state_dict().items()}
-
-
-def load_state(module: nn.Module, state: dict[str, torch.Tensor]) -> str:
-    """``module.load_state_dict(state)``; "" on success, else the error's text (a probe)."""
-    try:
-        module.load_state_dict(state)
-    except Exception as exc:  # a learner's module may fail to load in any way
-        return f"{type(exc).__name__}: {exc}"[:600]
-    return ""
-
-
-def buffers_of(module: nn.Module) -> list[str]:
-    """The names of the module's buffers, saved in the state dict or not (a probe)."""
-    return [name for name, _ in module.named_buffers()]
-
-
-def shares_weight(module: nn.Module, first: str, second: str) -> bool:
-    """True when two dotted attributes are one tensor (a tied embedding and head; a probe)."""
-    a, b = module, module
-    for part in first.split("."):
-        a = getattr(a, part, None)
-    for part in second.split("."):
-        b = getattr(b, part, None)
-    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.data_ptr() == b.data_ptr()
-
-
-def set_eval(module: nn.Module) -> None:
-    """Put the learner's module in eval mode (a probe)."""
-    module.eval()
-
-
-def set_train(module: nn.Module) -> None:
-    """Put the learner's module in training mode, as every training loop does (a probe)."""
-    module.train()
-
-
-def input_gradient(module: nn.Module, inputs: tuple, direction: torch.Tensor) -> torch.Tensor | str | None:
-    """The gradient of ``sum(module(*inputs) * direction)`` with respect to ``inputs[0]``, None if none reaches it,
-    or the text of the exception the learner's forward or backward raised (a probe).
-
-    The parameters' gradients it leaves behind are cleared, so a later gradient step starts clean.
-    """
-    x = inputs[0].detach().clone().requires_grad_(True)
-    try:
-        out = module(x, *inputs[1:])
-        if isinstance(out, torch.Tensor) and out.requires_grad:
-            (out * direction).sum().backward()
-    except Exception as exc:  # the learner's code may raise anything, forward or backward
-        return f"{type(exc).__name__}: {exc}"[:600]
-    finally:
-        for parameter in module.parameters():
-            parameter.grad = None
-    return None if x.grad is None else x.grad.detach().clone()
-
-
-def tensor_kinds(module: nn.Module) -> list[list[str]]:
-    """[name, dtype, device type, "parameter" | "buffer"] of every parameter and buffer (a probe)."""
-    kinds = [[name, str(p.dtype), p.device.type, "parameter"] for name, p in module.named_parameters()]
-    return kinds + [[name, str(b.dtype), b.device.type, "buffer"] for name, b in module.named_buffers()]
-
-
-def submodule(module: nn.Module, path: str) -> Any:
-    """``module.<path>`` (dotted; ``layers.0.attn``), or None (a probe: a learner's submodule, as a handle)."""
-    for part in path.split("."):
-        module = module[int(part)] if part.isdigit() and isinstance(module, nn.ModuleList | nn.Sequential) \
-            else getattr(module, part, None)
-        if module is None:
-            return None
-    return module
 
 
 # --- shared steps ----------------------------------------------------------------------------
@@ -519,8 +455,7 @@ def _linear_sizes(gen: torch.Generator) -> tuple[int, int]:
 @exercise(LINEAR)
 def linear(cls: type) -> None:
     """Exercise 6.1: ``cls(in_features, out_features)`` is the handout's bias-free Linear."""
-    refuse_library_object(LINEAR, cls, {"prenorm_lib.layers.Linear", "torch.nn.modules.linear.Linear"},
-                          "this exercise asks you to write Linear yourself: an nn.Parameter and x @ W.T")
+    refuse_library_object(LINEAR, cls, EXERCISES[LINEAR].refuses, EXERCISES[LINEAR].task)
     gen = fresh_generator()
     d_in, d_out = _linear_sizes(gen)
     module = _build(LINEAR, cls, d_in, d_out)
@@ -551,8 +486,7 @@ def linear(cls: type) -> None:
 @exercise(EMBEDDING)
 def embedding(cls: type) -> None:
     """Exercise 6.2: ``cls(num_embeddings, embedding_dim)`` is the handout's Embedding."""
-    refuse_library_object(EMBEDDING, cls, {"prenorm_lib.layers.Embedding", "torch.nn.modules.sparse.Embedding"},
-                          "this exercise asks you to write Embedding yourself: an nn.Parameter and indexing")
+    refuse_library_object(EMBEDDING, cls, EXERCISES[EMBEDDING].refuses, EXERCISES[EMBEDDING].task)
     gen = fresh_generator()  # 200 … 400 rows of 32 … 64: never the 512 × 96 the check used to send
     vocab, dim = _between(gen, 200, 400), _between(gen, 32, 64)
     module = _build(EMBEDDING, cls, vocab, dim)
@@ -593,8 +527,7 @@ def embedding(cls: type) -> None:
 @exercise(SWIGLU)
 def swiglu(cls: type) -> None:
     """Exercise 6.3: ``cls(d_model, d_ff)`` owns w1, w2, w3 and computes w2(SiLU(w1 x) ⊙ w3 x)."""
-    refuse_library_object(SWIGLU, cls, {"prenorm_lib.ffn.SwiGLU", "prenorm_lib.ffn.GatedFeedForward"},
-                          "this exercise asks you to write the module yourself from three of your Linears")
+    refuse_library_object(SWIGLU, cls, EXERCISES[SWIGLU].refuses, EXERCISES[SWIGLU].task)
     gen = fresh_generator()
     s = _sizes(gen)
     module = _build(SWIGLU, cls, s.d_model, s.d_ff)
@@ -653,8 +586,7 @@ def rope(cls: type) -> None:
     are parameters, saved or kept in buffers is what the kernel reports: hints that can only fail; the
     rotations decide a pass.
     """
-    refuse_library_object(ROPE, cls, {"prenorm_lib.rope.RotaryPositionalEmbedding"},
-                          "this exercise asks you to write the module yourself")
+    refuse_library_object(ROPE, cls, EXERCISES[ROPE].refuses, EXERCISES[ROPE].task)
     gen = fresh_generator()
     s = _sizes(gen)
     d_k = _pick(gen, (4, 6, 10, 12, 14, 16))
@@ -704,10 +636,7 @@ def rope(cls: type) -> None:
             (lambda x=x, p=positions: _rotated(x, p, 10000.0, n),
              "the rotation uses θ = 10000, not the theta argument: build cos and sin from the theta you are given"),
         ])
-    from prenorm_lib.checks.rope import ROPE_CALLS  # 3.2's roads to torch's rotation, the ONNX op among them
-
-    refuse_library_calls(ROPE, cls, re.compile(ROPE_CALLS.lstrip("|")), "this exercise asks you to write the module "
-                         "yourself")
+    refuse_library_calls(ROPE, cls, EXERCISES[ROPE].refused_calls, EXERCISES[ROPE].task)
     label, x, positions = cases[1]
     _expect_modes_and_gradient(ROPE, module, library, (x, positions), label)
     _expect_dtypes(ROPE, cls, (s.theta, d_k, n), library, (x, positions), label, with_dtype=False)
@@ -723,8 +652,6 @@ def rope(cls: type) -> None:
 
 ATTENTION_NAMES = ("the handout's names are q_proj, k_proj, v_proj and output_proj, each a bias-free "
                    "(d_model, d_model) Linear; RoPE owns nothing that is saved")
-ATTENTION_RULE = ("this notebook's rule: a kernel from an earlier notebook may be torch's (torch.softmax, "
-                  "nn.functional.silu), but the attention itself is yours — scores, scale, mask, weights times values")
 
 
 def _sized(s: Sizes) -> str:
@@ -739,8 +666,6 @@ def _projections(library: nn.Module, prefix: str = "") -> dict[str, torch.Tensor
 def _attention_hint(got: Any, x: torch.Tensor, library: nn.Module, s: Sizes, at: torch.Tensor | None,
                     theta: float | None = None) -> str | None:
     """4.4's catalogue of attention mistakes (shared, ``checks.attention.attention_mistake``) on this case."""
-    from prenorm_lib.checks.attention import Layer, attention_mistake  # grader-side: not in a graded kernel
-
     T = x.shape[-2]
     positions = torch.arange(T) if at is None else (at.unsqueeze(-2) if at.ndim > 1 else at)
     layer = Layer(s.d_model, s.num_heads, s.max_seq_len, s.theta if theta is None else theta)
@@ -786,8 +711,7 @@ def attention(cls: type) -> None:
     ``checks.attention``); ``theta=None`` is attention without RoPE (the handout's
     ``run_multihead_self_attention``).
     """
-    refuse_library_object(ATTENTION, cls, {"prenorm_lib.attention.MultiHeadSelfAttention",
-                                           "torch.nn.modules.activation.MultiheadAttention"}, ATTENTION_RULE)
+    refuse_library_object(ATTENTION, cls, EXERCISES[ATTENTION].refuses, EXERCISES[ATTENTION].task)
     gen = fresh_generator()
     s = _sizes(gen)
     module = _build(ATTENTION, cls, s.d_model, s.num_heads, s.max_seq_len, s.theta)
@@ -837,7 +761,7 @@ def attention(cls: type) -> None:
     _compare(ATTENTION, got, want, label, [(lambda: library(cases[2][1], cases[2][2]),
                                             "with theta=None the module must not rotate: theta=None means no RoPE "
                                             "(the handout's run_multihead_self_attention)")])
-    refuse_library_calls(ATTENTION, cls, _ATTENTION_CALLS, ATTENTION_RULE)
+    refuse_library_calls(ATTENTION, cls, EXERCISES[ATTENTION].refused_calls, EXERCISES[ATTENTION].task)
     passed(ATTENTION, "q_proj, k_proj, v_proj, output_proj with the library's weights; causal, RoPE at given and "
            "shuffled positions broadcast over the heads, for drawn d_model, heads, max_seq_len and θ, 2 to 4 "
            "dimensions and the whole context, in train and eval mode, float64 and bfloat16, on any device, and "
@@ -909,10 +833,7 @@ def _expect_parts(ex: str, module: Any, library: nn.Module, s: Sizes, x: torch.T
 @exercise(BLOCK)
 def block(cls: type) -> None:
     """Exercise 6.6: ``cls(d_model, num_heads, d_ff, max_seq_len, theta)`` is the pre-norm block."""
-    from prenorm_lib.checks.block import PRE_NORM_MISTAKES  # grader-side: not in a graded kernel
-
-    refuse_library_object(BLOCK, cls, {"prenorm_lib.block.TransformerBlock"},
-                          "this exercise asks you to assemble the block from your attention and SwiGLU")
+    refuse_library_object(BLOCK, cls, EXERCISES[BLOCK].refuses, EXERCISES[BLOCK].task)
     gen = fresh_generator()
     s = _sizes(gen)
     args = (s.d_model, s.num_heads, s.d_ff, s.max_seq_len, s.theta)
@@ -967,8 +888,7 @@ def language_model(cls: type) -> None:
     ``num_layers`` is 3 or 4, each layer loaded with weights of its own: layers that are one block
     (``[block] * n``) cannot match, and the hint names them.
     """
-    refuse_library_object(LM, cls, {"prenorm_lib.model.TransformerLM"},
-                          "this exercise asks you to assemble the model from your embedding, blocks and Linear")
+    refuse_library_object(LM, cls, EXERCISES[LM].refuses, EXERCISES[LM].task)
     gen = fresh_generator()
     s = _sizes(gen)
     args = (s.vocab, s.max_seq_len, s.d_model, s.num_layers, s.num_heads, s.d_ff, s.theta)
@@ -1044,21 +964,11 @@ def language_model(cls: type) -> None:
 # 6.8 parameters and forward FLOPs, counted by hand (the handout's transformer_accounting)
 # ---------------------------------------------------------------------------------------
 
-_ACCOUNTING_LIBRARY = frozenset({"prenorm_lib.lab.accounting.measured_flops",
-                                 "prenorm_lib.lab.accounting.measured_parameters",
-                                 "prenorm_lib.model.TransformerLM.num_parameters",
-                                 "torch.utils.flop_counter.FlopCounterMode"})
-_ACCOUNTING_CALLS = re.compile(r"\bmeasured_(?:flops|parameters)\b|\bFlopCounterMode\b|\bflop_counter\b"
-                               r"|\bnum_parameters\s*\(|\.numel\s*\(|\.parameters\s*\(|\bTransformerLM\s*\(")
-ACCOUNTING_TASK = ("this exercise asks you to count from the shapes alone, by hand; the next cell compares your "
-                   "numbers with torch's FlopCounterMode")
 
 
 def _accounting_shapes(gen: torch.Generator) -> list[Any]:
     """Three shapes drawn over the contract: 1 … 5 layers (never all equal), 1 … 8 heads of 2 … 24 channels (even),
     any d_ff, a vocabulary of 50 … 5000 and a context of 8 … 200 tokens, so no two parts scale alike."""
-    from prenorm_lib.lab.accounting import Shape
-
     shapes = []
     for layers in (_between(gen, 1, 2), _between(gen, 3, 5), _between(gen, 2, 5)):
         heads = _between(gen, 1, 8)
@@ -1120,10 +1030,8 @@ def accounting(count_parameters: Callable, forward_flops: Callable) -> None:
     ``TransformerLM`` of the drawn shape and ``FlopCounterMode`` over its forward pass (on the
     ``meta`` device, so any shape costs no memory), both in the grader.
     """
-    from prenorm_lib.lab.accounting import FLOP_PARTS, measured_flops, measured_parameters
-
     for fn in (count_parameters, forward_flops):
-        refuse_library_object(ACCOUNTING, fn, _ACCOUNTING_LIBRARY, ACCOUNTING_TASK)
+        refuse_library_object(ACCOUNTING, fn, EXERCISES[ACCOUNTING].refuses, EXERCISES[ACCOUNTING].task)
     names = ("vocab_size", "context_length", "d_model", "num_layers", "num_heads", "d_ff")
     for s in _accounting_shapes(fresh_generator()):
         label = ", ".join(f"{n}={v}" for n, v in zip(names, s, strict=True))
@@ -1150,8 +1058,8 @@ def accounting(count_parameters: Callable, forward_flops: Callable) -> None:
             hint = next((h for v, h in _flop_mistakes(part, s, value) if _same_count(mine, v)), None)
             raise Hint(ACCOUNTING, f"{part}: " + (hint or f"{FLOP_PARTS[part]} — count their matrix multiplies, "
                        "2mnp each") + f"; got {mine:,.0f}, torch's FlopCounterMode counts {value:,} [case: {label}]")
-    refuse_library_calls(ACCOUNTING, count_parameters, _ACCOUNTING_CALLS, ACCOUNTING_TASK)
-    refuse_library_calls(ACCOUNTING, forward_flops, _ACCOUNTING_CALLS, ACCOUNTING_TASK)
+    for fn in (count_parameters, forward_flops):
+        refuse_library_calls(ACCOUNTING, fn, EXERCISES[ACCOUNTING].refused_calls, EXERCISES[ACCOUNTING].task)
     passed(ACCOUNTING, "parameters equal the library model's num_parameters() and the FLOPs of each part "
            "torch's FlopCounterMode, for three drawn shapes")
 
@@ -1159,24 +1067,6 @@ def accounting(count_parameters: Callable, forward_flops: Callable) -> None:
 # ---------------------------------------------------------------------------------------
 # 6.9 grouped-query attention with a KV cache
 # ---------------------------------------------------------------------------------------
-
-
-def start_kv_cache(module: nn.Module) -> None:
-    """Give the learner's attention module an empty KV cache, as ``generation.kv_caching`` does (a probe)."""
-    from prenorm_lib.attention import KVCache
-
-    module.kv_cache = KVCache()
-
-
-def stop_kv_cache(module: nn.Module) -> None:
-    """Take the KV cache away again (a probe)."""
-    module.kv_cache = None
-
-
-def cached_keys_shape(module: nn.Module) -> list[int] | None:
-    """The shape of the keys in the module's KV cache, or None (a probe)."""
-    keys = getattr(getattr(module, "kv_cache", None), "keys", None)
-    return [int(n) for n in keys.shape] if isinstance(keys, torch.Tensor) else None
 
 
 class CachedSizes(NamedTuple):
@@ -1277,9 +1167,7 @@ def cached_attention(cls: type) -> None:
     the library's ``KVCache`` in ``module.kv_cache`` (set here by a probe, as ``kv_caching`` does), a
     prompt, then single tokens and a chunk of two or three, must give the rows of the whole sequence.
     """
-    refuse_library_object(CACHED, cls, {"prenorm_lib.attention.MultiHeadSelfAttention",
-                                        "torch.nn.modules.activation.MultiheadAttention"},
-                          "this exercise asks you to add the cache and the shared heads to your own attention")
+    refuse_library_object(CACHED, cls, EXERCISES[CACHED].refuses, EXERCISES[CACHED].task)
     gen = fresh_generator()
     s = _cached_sizes(gen)
     label = (f"d_model={s.d_model}, {s.num_heads} heads sharing {s.num_kv_heads} key/value heads, "
@@ -1326,7 +1214,7 @@ def cached_attention(cls: type) -> None:
              [(lambda m=m: _cached_attention(x, w, s, chunks, m).float(), hint) for m, hint in CACHED_MISTAKES.items()])
     _expect_trains(CACHED, module, library, torch.randn(2, T, s.d_model, generator=gen),
                    torch.randn(2, T, s.d_model, generator=gen), "q_proj, k_proj, v_proj and output_proj")
-    refuse_library_calls(CACHED, cls, _ATTENTION_CALLS, ATTENTION_RULE)
+    refuse_library_calls(CACHED, cls, EXERCISES[CACHED].refused_calls, EXERCISES[CACHED].task)
     passed(CACHED, "k_proj and v_proj shared by groups of query heads; without a cache the library's grouped-query "
            "attention, and through the cache, a prompt then single tokens and a chunk give the whole sequence's "
            "rows; the cache holds num_kv_heads heads; one gradient step matches")
