@@ -69,11 +69,12 @@ ROPE_CALLS = (r"\bRotaryPositionalEmbedding\b", r"\brotation_matrix\s*\(", r"\br
 GATED_FFN = ("prenorm_lib.functional:gated_ffn", "prenorm_lib.ffn:GatedFeedForward", "prenorm_lib.ffn:SwiGLU")
 # torch's fused attention and the library's, under their names: notebook 06's own attention must not call them
 FUSED_ATTENTION_CALLS = (r"(?<!def )\bscaled_dot_product_attention\b", r"\bMultiheadAttention\s*\(",
-                         r"\bis_causal\b", r"\b_scaled_dot_product\w*", r"\bmulti_head_attention_forward\b", r"\bflex_attention\b",
-                         r"\bMultiHeadSelfAttention\s*\(")
+                         r"\bis_causal\b", r"\b_scaled_dot_product\w*", r"\bmulti_head_attention_forward\b",
+                         r"\bflex_attention\b", r"\bMultiHeadSelfAttention\s*\(")
 # notebook 06's one rule (stated in its section 4): earlier notebooks' kernels may be torch's, this notebook's may not
 NOTEBOOK_06_RULE = ("this notebook's rule: a kernel from an earlier notebook may be torch's (torch.softmax, "
-                    "nn.functional.silu), but the attention itself is yours — scores, scale, mask, weights times values")
+                    "nn.functional.silu), but the attention itself is yours — scores, scale, mask, weights times "
+                    "values")
 BLOCK_TASK = ("this exercise asks you to write the forward pass yourself from ln1, attn, ln2 and ffn; compare "
               "with the library's method afterwards")
 
