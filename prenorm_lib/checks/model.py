@@ -1080,10 +1080,11 @@ class CachedSizes(NamedTuple):
 
 
 def _cached_sizes(gen: torch.Generator) -> CachedSizes:
-    """4 or 6 query heads of 4, 6 or 8 channels sharing 1 … num_heads/2 key/value heads (MQA included, never MHA:
-    a module that ignores num_kv_heads shows), a context of 20 … 32, θ drawn as for 6.5."""
+    """4 or 6 query heads of 4, 6 or 8 channels sharing 2 or 3 key/value heads: never as many as query heads (a
+    module that ignores num_kv_heads shows) and never one (with one key/value head, .repeat and repeat_interleave
+    agree, so heads shared the wrong way would not show); a context of 20 … 32, θ drawn as for 6.5."""
     heads = _pick(gen, (4, 6))
-    kv = _pick(gen, tuple(k for k in range(1, heads) if heads % k == 0))
+    kv = _pick(gen, tuple(k for k in range(2, heads) if heads % k == 0))
     return CachedSizes(heads * _pick(gen, (4, 6, 8)), heads, _between(gen, 20, 32), _theta(gen), kv)
 
 
@@ -1205,13 +1206,13 @@ def cached_attention(cls: type) -> None:
         cached = probe(module, cached_keys_shape, module)
     finally:
         probe(module, stop_kv_cache, module)
+    _compare(CACHED, torch.cat(pieces, dim=-2), want,
+             f"x (2, {T}, {s.d_model}) fed through the cache in chunks of {chunks}; {label}",
+             [(lambda m=m: _cached_attention(x, w, s, chunks, m).float(), hint) for m, hint in CACHED_MISTAKES.items()])
     expect(CACHED, cached == [2, s.num_kv_heads, T, d_head], f"after {T} tokens the cached keys are {cached}, "
            f"expected (batch, num_kv_heads, T, d_head) = (2, {s.num_kv_heads}, {T}, {d_head}): cache the "
            "num_kv_heads key heads — repeat them for the query heads after the cache, or the cache loses what "
            f"sharing saves [case: {label}]")
-    _compare(CACHED, torch.cat(pieces, dim=-2), want,
-             f"x (2, {T}, {s.d_model}) fed through the cache in chunks of {chunks}; {label}",
-             [(lambda m=m: _cached_attention(x, w, s, chunks, m).float(), hint) for m, hint in CACHED_MISTAKES.items()])
     _expect_trains(CACHED, module, library, torch.randn(2, T, s.d_model, generator=gen),
                    torch.randn(2, T, s.d_model, generator=gen), "q_proj, k_proj, v_proj and output_proj")
     refuse_library_calls(CACHED, cls, EXERCISES[CACHED].refused_calls, EXERCISES[CACHED].task)
