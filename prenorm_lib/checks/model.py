@@ -274,14 +274,19 @@ def _init_statistics(ex: str, w: torch.Tensor, std: float, formula: str, others:
 
 
 def _expect_trains(ex: str, module: Any, library: nn.Module, x: torch.Tensor, after: torch.Tensor,
-                   what: str, lr: float = TRAIN_LR) -> None:
+                   what: str, lr: float = TRAIN_LR, deep: bool = False) -> None:
     """``core.expect_trains`` with ``library`` (holding the weights the learner's module was given) as the
-    reference, run on its parameters through ``torch.func.functional_call``; ``after`` may be token ids."""
+    reference, run on its parameters through ``torch.func.functional_call``; ``after`` may be token ids.
+
+    ``deep`` (a block, a model): after the step a correct float32 module written another way (einsum,
+    complex RoPE) lands up to ≈ 1 × ATOL + 1e-4·|out| from the reference (worst of 100 models of 3-4
+    layers over 96 positions); a weight the step misses lands ≥ 500 × that away. So deep modules are
+    compared 10 × looser: correct ones stay below 0.1 of it, a missed weight ≥ 50 × beyond."""
     expect_trains(ex, module, module, lambda inputs, **weights: functional_call(library, weights, (inputs,)),
                   dict(library.named_parameters()), x,
                   f"after one gradient step the output is wrong — every weight ({what}) must be an nn.Parameter of "
                   "the module (module.parameters() is what the optimiser trains) that forward uses, each its own",
-                  lr=lr, after=after, atol=ATOL)
+                  lr=lr, after=after, atol=10 * ATOL if deep else ATOL, rtol=1e-3 if deep else 1e-4)
 
 
 RANKS_HINT = ("the handout's modules take inputs of any number of batch dimensions, or none: (..., T, d) — write "
@@ -862,7 +867,7 @@ def block(cls: type) -> None:
     label = f"{label}; {_sized(s)}, d_ff={s.d_ff}"
     _expect_modes_and_gradient(BLOCK, module, library, (x,), label)
     _expect_trains(BLOCK, module, library, torch.randn(2, x.shape[-2], s.d_model, generator=gen),
-                   torch.randn(2, x.shape[-2], s.d_model, generator=gen), "ln1, attn, ln2 and ffn")
+                   torch.randn(2, x.shape[-2], s.d_model, generator=gen), "ln1, attn, ln2 and ffn", deep=True)
     _expect_cases(BLOCK, module, library, [(label, x)], again=True)
     _expect_dtypes(BLOCK, cls, args, library, (x,), label)
     _expect_device(BLOCK, cls, args)
@@ -951,7 +956,8 @@ def language_model(cls: type) -> None:
         _compare(LM, got, want, label)
     _expect_modes_and_gradient(LM, module, library, (cases[0][1],), cases[0][0], float_input=False)
     _expect_trains(LM, module, library, torch.randint(s.vocab, (2, T), generator=gen),
-                   torch.randint(s.vocab, (2, T), generator=gen), "token_embeddings, the layers, ln_final and lm_head")
+                   torch.randint(s.vocab, (2, T), generator=gen), "token_embeddings, the layers, ln_final and lm_head",
+                   deep=True)
     _expect_cases(LM, module, library, cases[:1], arg="token_ids", again=True)
     _expect_dtypes(LM, cls, args, library, (cases[0][1],), cases[0][0])
     _expect_device(LM, cls, args)
