@@ -73,6 +73,7 @@ EXERCISED = {
     "notebooks": ".ci/run",
     "gradescope": "tests/course/test_gradescope.py",  # make gradescope NB=01; its zip graded in /autograder
     "hub": "tests/course/test_hub.py",  # make hub HUB_DIR=… HUB_PORT=…, as root on 127.0.0.1, three learners
+    "handout": "tests/course/test_handout_export.py",  # make handout FROM=… OUT=…, its interface tests run
 }
 
 
