@@ -167,12 +167,39 @@ handout: $(STAMP)
 gradescope: $(STAMP)
 	$(PY) -m prenorm_course.gradescope build dist/gradescope-autograder.zip $(if $(NB),--notebooks $(NB))
 
-## A class on this server, as root (README "Teaching a class"): make the hub folder, then run JupyterHub on it.
-HUB_DIR  ?= /srv/prenorm-hub
-HUB_PORT ?= 8000
+## A class on this server, as root (docs/teaching.md): make hub prepares the hub folder and starts JupyterHub
+## in the background (it outlives your terminal); hub-status, hub-restart (keeps learners' servers), hub-stop.
+## MEMORY and CPUS per learner, CULL_IDLE seconds before an idle server is stopped.
+HUB_DIR   ?= /srv/prenorm-hub
+HUB_PORT  ?= 8000
+HUB_IP    ?= 127.0.0.1
+MEMORY    ?= 2G
+CPUS      ?= 1
+CULL_IDLE ?= 3600
+HUB_ARGS = --dir $(HUB_DIR) --ip $(HUB_IP) --port $(HUB_PORT) --memory $(MEMORY) --cpus $(CPUS) --cull-idle $(CULL_IDLE)
+.PHONY: hub-stop hub-status hub-restart class-bench kernel-memory nbgrader-export
 hub: $(STAMP)
-	$(PY) -m prenorm_course.hub prepare --dir $(HUB_DIR)
-	$(PY) -m prenorm_course.hub serve --dir $(HUB_DIR) --port $(HUB_PORT)
+	$(PY) -m prenorm_course.hub start $(HUB_ARGS)
+hub-restart: $(STAMP)
+	$(PY) -m prenorm_course.hub restart $(HUB_ARGS)
+hub-stop: $(STAMP)
+	$(PY) -m prenorm_course.hub stop --dir $(HUB_DIR)
+hub-status: $(STAMP)
+	$(PY) -m prenorm_course.hub status --dir $(HUB_DIR)
+
+## How many learners the hub holds: N learners log in through the form at once, pull, run notebook 01
+## and save (make class-bench N=20, as root; it makes its own hub folder and accounts, and removes them).
+N ?= 8
+class-bench: $(STAMP)
+	$(PY) -m prenorm_course.hub.class_bench --learners $(N)
+
+## Peak memory of a kernel running each notebook top to bottom, and the sizing table built from it.
+kernel-memory: $(STAMP)
+	$(PY) -m prenorm_course.hub.class_bench --kernel-memory
+
+## The exercises as nbgrader source notebooks (dist/nbgrader/source/<assignment>/), for teachers who grade with nbgrader.
+nbgrader-export: $(STAMP)
+	$(PY) -m prenorm_course.nbgrader_export dist/nbgrader
 
 clean:
 	rm -rf $(VENV) _site .pytest_cache build

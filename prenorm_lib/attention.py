@@ -18,7 +18,21 @@ it still grows with the norms' gains, which are learnt — so it is not bounded 
 move, only held back (the attention-logit growth that Wortsman et al. 2023 see at high
 learning rates).
 
-Two inference options, off by default (notebook 06, section 10):
+Two options of the attention output, off by default (notebook 04, "sinks and gates"):
+
+- ``gate="headwise"`` (Qiu et al. 2025; Qwen3-Next): each head's output, after the softmax
+  and before ``output_proj``, is multiplied by σ(x W_g), a sigmoid of the layer's own input,
+  one number per head and token (``"elementwise"``: one per channel). ``gate_proj`` adds
+  d_model × num_heads weights (d_model² elementwise).
+- ``sink=True`` (gpt-oss): each head has a learned logit ``sink_logits[h]`` that joins every
+  row of scores in the softmax and whose share is dropped, so a head may put less than all
+  of its weight on the tokens (:func:`prenorm_lib.functional.softmax_with_sink`). One
+  parameter per head, initialised at 0 (the reference code loads trained values). Such a
+  module takes the explicit path (scores, mask, softmax with the sink) instead of the fused
+  kernel.
+
+Two inference options, off by default (notebook 06, section 11); the KV cache takes the fused
+path, so a module with ``sink=True`` refuses it:
 
 - ``num_kv_heads`` below ``num_heads`` shares each key/value head among a group of
   ``num_heads / num_kv_heads`` query heads: grouped-query attention (Ainslie et al. 2023),
@@ -37,12 +51,13 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from prenorm_lib import validation
+from prenorm_lib import functional, validation
 from prenorm_lib.layers import Linear
 from prenorm_lib.norm import RMSNorm
 from prenorm_lib.rope import RotaryPositionalEmbedding
 
 QK_NORMS = ("per_head", "flat")  # Qwen3's form, OLMo 2's form
+GATES = ("headwise", "elementwise")  # Qiu et al.'s two forms of the gate after SDPA
 
 
 class KVCache:
@@ -137,6 +152,8 @@ class MultiHeadSelfAttention(nn.Module):
         device=None,
         dtype=None,
         norm_factory: Callable[[int], nn.Module] | None = None,
+        gate: str | None = None,
+        sink: bool = False,
     ):
         super().__init__()
         self.d_model = validation.positive_int("d_model", d_model)
@@ -170,6 +187,12 @@ class MultiHeadSelfAttention(nn.Module):
                     return RMSNorm(n, eps=eps, device=device, dtype=dtype)
             self.q_norm = norm_factory(size)
             self.k_norm = norm_factory(size if self.qk_norm == "per_head" else d_kv)  # flat: the keys' width
+        self.gate = None if gate is None else validation.choice("gate", gate, GATES)
+        if self.gate is not None:  # one gate logit per head (headwise) or per channel (elementwise)
+            self.gate_proj = Linear(d_model, num_heads if gate == "headwise" else d_model, device=device, dtype=dtype)
+        if not isinstance(sink, bool):
+            raise TypeError(f"sink must be True or False, got {sink!r}")
+        self.sink_logits = nn.Parameter(torch.zeros(num_heads, device=device, dtype=dtype)) if sink else None
         self.kv_cache: KVCache | None = None  # set to a KVCache to decode a token at a time
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
@@ -214,7 +237,40 @@ class MultiHeadSelfAttention(nn.Module):
         q, k = self.queries_and_keys(x, token_positions)
         return q @ self.shared_kv(k).transpose(-2, -1) / self.d_head**0.5  # (..., H, T, T)
 
+    def attention_weights(self, x: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Each head's weights on the tokens, causal, (..., H, T, T): what the module averages the values with.
+
+        Rows sum to 1, or, with ``sink=True``, to 1 minus the sink's share. The fused kernel
+        never returns them; the probes of notebook 04 read them.
+        """
+        scores = self.attention_logits(x, token_positions)  # (..., H, T, T)
+        visible = functional.causal_mask(scores.shape[-1], device=scores.device)  # (T, T)
+        scores = scores.masked_fill(~visible, float("-inf"))
+        if self.sink_logits is None:
+            return functional.softmax(scores, dim=-1)
+        return functional.softmax_with_sink(scores, self.sink_logits[:, None, None], dim=-1)
+
+    def gate_heads(self, x: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
+        """Qiu et al.'s gate: each head's output (..., H, T, d_head) times σ(x W_g), per head or per channel."""
+        gates = torch.sigmoid(self.gate_proj(x))  # (..., T, H) or (..., T, d_model)
+        if self.gate == "headwise":
+            return heads * gates.transpose(-1, -2).unsqueeze(-1)  # (..., H, T, 1) broadcast over d_head
+        return heads * self.split_heads(gates)  # (..., H, T, d_head)
+
     def forward(self, x: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:
+        if self.kv_cache is not None and self.sink_logits is not None:
+            raise ValueError("a KV cache is built for the fused path; a module with sink=True takes the explicit one")
+        if self.sink_logits is not None:  # the fused kernel has no sink: weights, then values
+            values = self.shared_kv(self.split_heads(self.v_proj(x)))  # (..., H, T, d_head)
+            heads = self.attention_weights(x, token_positions) @ values
+        else:
+            heads = self.fused_heads(x, token_positions)
+        if self.gate is not None:
+            heads = self.gate_heads(x, heads)
+        return self.output_proj(heads.transpose(-3, -2).flatten(-2))  # (..., T, d_model)
+
+    def fused_heads(self, x: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Each head's output (..., H, T, d_head) from torch's fused causal attention kernel."""
         q, k = self.queries_and_keys(x, self._positions(x, token_positions))  # (..., H or H_kv, T, d_head)
         v = self.split_heads(self.v_proj(x))  # (..., H_kv, T, d_head)
         causal, mask = True, None
@@ -228,5 +284,4 @@ class MultiHeadSelfAttention(nn.Module):
             q.reshape(-1, *q.shape[-3:]), k.reshape(-1, *k.shape[-3:]), v.reshape(-1, *v.shape[-3:]),
             attn_mask=mask, is_causal=causal, enable_gqa=self.num_kv_heads != self.num_heads,
         )
-        out = out.reshape(*lead, *out.shape[-3:]).transpose(-3, -2).flatten(-2)  # (..., T, d_model)
-        return self.output_proj(out)
+        return out.reshape(*lead, *out.shape[-3:])  # (..., H, T, d_head)

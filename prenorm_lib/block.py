@@ -158,6 +158,7 @@ class TransformerBlock(nn.Module):
         self.attn = MultiHeadSelfAttention(
             d_model, config.num_heads, max_seq_len=config.context_length, rope_theta=config.rope_theta,
             qk_norm=config.qk_norm, eps=config.eps, norm_factory=qk_norm, device=device, dtype=dtype,
+            gate=config.attn_gate, sink=config.attn_sink,
         )
         self.ffn = make_ffn(config.ffn, d_model, config.d_ff, device=device, dtype=dtype)
         if self.placement.input_norms:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prenorm_lib import validation
-from prenorm_lib.attention import qk_norm_form
+from prenorm_lib.attention import GATES, qk_norm_form
 from prenorm_lib.ffn import FFN_KINDS
 from prenorm_lib.norm import NORMALISERS, POINTWISE
 from prenorm_lib.positions import POSITION_KINDS
@@ -151,6 +151,13 @@ class ModelConfig:
     # Residual-branch multipliers (L/base_depth)^(−a): "depth_mup" (a = 1/2), "completep" (a = 1).
     residual_scaling: str = "none"
     base_depth: int = 1
+    # The attention output (notebook 04 §8): Qiu et al.'s sigmoid gate after SDPA, "headwise" or
+    # "elementwise" (None: none), and gpt-oss's learned sink logit, one per head. The gate's weights
+    # are drawn right after each layer's attention projections, so every later weight differs from a
+    # plain model's of the same seed; the attention_sinks record adds the options to a plain model
+    # instead, to keep the shared weights equal.
+    attn_gate: str | None = None
+    attn_sink: bool = False
 
     def __post_init__(self):
         for name in ("vocab_size", "context_length", "d_model", "num_layers", "num_heads", "d_ff", "base_depth"):
@@ -171,6 +178,10 @@ class ModelConfig:
         qk_norm_form(self.qk_norm)
         if not isinstance(self.scaled_init, bool):
             raise TypeError(f"scaled_init must be True or False, got {self.scaled_init!r}")
+        if self.attn_gate is not None:
+            validation.choice("attn_gate", self.attn_gate, GATES)
+        if not isinstance(self.attn_sink, bool):
+            raise TypeError(f"attn_sink must be True or False, got {self.attn_sink!r}")
         self._check_normaliser(PLACEMENTS[placement])
         self._check_mix_ln()
         self._check_residual_scaling(PLACEMENTS[placement])

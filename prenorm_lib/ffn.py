@@ -3,6 +3,9 @@
 Introduced in notebook 02, which compares them at matched parameter counts: a two-matrix
 FFN with d_ff = 4·d_model has 8·d_model² weights, a gated one (SwiGLU, GEGLU, ReGLU,
 Bilinear — Shazeer 2020) with d_ff ≈ 8/3·d_model has 3 · d_model · d_ff ≈ 8·d_model² too.
+The two-matrix FFN takes ReLU, SiLU or Primer's squared ReLU (So et al. 2021, ``"relu2"``,
+nanochat's choice); at equal weights a two-matrix and a gated FFN also do the same
+matrix multiplications per token (2 · 2 · d_model · d_ff against 2 · 3 · d_model · d_ff).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from torch import nn
 from prenorm_lib import functional, validation
 from prenorm_lib.layers import Linear
 
-ACTIVATIONS = {"relu": functional.relu, "silu": functional.silu}
+ACTIVATIONS = {"relu": functional.relu, "silu": functional.silu, "relu2": functional.relu_squared}
 
 
 def swiglu_hidden_dim(d_model: int, multiple_of: int = 64) -> int:
@@ -99,11 +102,15 @@ class Bilinear(GatedFeedForward):
 
 
 GATED = {"swiglu": SwiGLU, "geglu": GEGLU, "reglu": ReGLU, "bilinear": Bilinear}
-FFN_KINDS = ("swiglu", "silu", "relu", "geglu", "reglu", "bilinear")
+FFN_KINDS = ("swiglu", "silu", "relu", "geglu", "reglu", "bilinear", "relu2")
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = W2 act(W1 x) with act ∈ {ReLU, SiLU}: Vaswani et al.'s network, bias-free."""
+    """FFN(x) = W2 act(W1 x) with act ∈ {ReLU, SiLU, ReLU²}: Vaswani et al.'s network, bias-free.
+
+    ``activation="relu2"`` is Primer's squared ReLU, max(0, ·)² (So et al. 2021), the FFN of
+    nanochat; the hidden layer is then ReGLU's with the gate and value matrices tied.
+    """
 
     def __init__(
         self, d_model: int, d_ff: int | None = None, activation: str = "relu", device=None, dtype=None

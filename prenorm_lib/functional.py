@@ -29,12 +29,14 @@ __all__ = [
     "layer_norm",
     "reglu",
     "relu",
+    "relu_squared",
     "rms_norm",
     "prms_norm",
     "rope_angles",
     "scaled_dot_product_attention",
     "silu",
     "softmax",
+    "softmax_with_sink",
     "swiglu",
 ]
 
@@ -168,6 +170,16 @@ def relu(x: torch.Tensor) -> torch.Tensor:
     return torch.clamp_min(x, 0)
 
 
+def relu_squared(x: torch.Tensor) -> torch.Tensor:
+    """ReLU(x)² = max(0, x)²: Primer's squared ReLU (So et al. 2021), nanochat's FFN activation.
+
+    Zero with zero slope for x ≤ 0 like ReLU; for x > 0 it grows like x², with slope 2x.
+    In a two-matrix FFN it equals ReGLU with its gate and value matrices tied
+    (ReLU(W1 x) ⊙ ReLU(W1 x) = ReLU(W1 x) ⊙ W1 x, since ReLU(a)·a = ReLU(a)² for every a).
+    """
+    return torch.clamp_min(x, 0).square()
+
+
 def silu(x: torch.Tensor) -> torch.Tensor:
     """SiLU (Swish with beta = 1): ``x * sigmoid(x)``; smooth, and non-zero for x < 0."""
     return x * torch.sigmoid(x)
@@ -191,6 +203,30 @@ def softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
     shifted = x - x.amax(dim=dim, keepdim=True)
     exp = torch.exp(shifted)
     return exp / exp.sum(dim=dim, keepdim=True)
+
+
+def softmax_with_sink(x: torch.Tensor, sink: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Softmax along ``dim`` with one more logit, ``sink``, whose share is thrown away.
+
+    ``exp(x_j) / (exp(sink) + Σ_j' exp(x_j'))``: the weights over ``x`` sum to less than one,
+    and the rest, the sink's share, goes nowhere. gpt-oss gives every attention head such a
+    learned logit (its reference ``sdpa`` appends it as a last column of the scores, takes the
+    softmax and drops that column); ``sink = −inf`` is the plain softmax. ``sink`` broadcasts
+    against ``x`` with ``dim`` of size one. The largest of ``x`` and ``sink`` is subtracted
+    first, as in :func:`softmax`, so no exponential overflows.
+    """
+    validation.floating("x", x)
+    validation.floating("sink", sink)
+    if not -x.ndim <= dim < x.ndim:
+        raise ValueError(f"dim must index one of x's {x.ndim} dimensions, got {dim}")
+    axis = dim % x.ndim - x.ndim  # counted from the right, where broadcasting aligns shapes
+    one_along_dim = sink.ndim < -axis or sink.shape[axis] == 1
+    if not (one_along_dim and _broadcasts_to(sink.shape, x.shape, at_least=0)):
+        raise ValueError(f"sink must broadcast against x {tuple(x.shape)} with size 1 along dim={dim}, "
+                         f"got shape {tuple(sink.shape)}")
+    top = torch.maximum(x.amax(dim=dim, keepdim=True), sink)  # (..., 1, ...)
+    exp = torch.exp(x - top)
+    return exp / (exp.sum(dim=dim, keepdim=True) + torch.exp(sink - top))
 
 
 def swiglu(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, w3: torch.Tensor) -> torch.Tensor:
@@ -280,10 +316,10 @@ def scaled_dot_product_attention(
     return softmax(scores, dim=-1) @ V  # (..., n_queries, d_v)
 
 
-def _broadcasts_to(shape: torch.Size, target: torch.Size) -> bool:
-    """True if a tensor of ``shape`` broadcasts to ``target`` without changing ``target``."""
+def _broadcasts_to(shape: torch.Size, target: torch.Size, at_least: int = 2) -> bool:
+    """True if a tensor of ``shape`` (``at_least`` dimensions) broadcasts to ``target`` without changing it."""
     try:
-        return len(shape) >= 2 and torch.broadcast_shapes(shape, target) == target
+        return len(shape) >= at_least and torch.broadcast_shapes(shape, target) == target
     except RuntimeError:
         return False
 

@@ -106,7 +106,8 @@ RECORDS = (
     ExerciseRecord(
         "2.1",
         answers=("prenorm_lib.functional:silu",),
-        also_withheld=("prenorm_lib.lab.figures.ffn:swish",),  # x·sigmoid(βx): with β = 1, 2.1's answer
+        # x·sigmoid(βx): with β = 1, 2.1's answer; the attention's gate is x·σ(x) for d_head 1 and an identity gate
+        also_withheld=("prenorm_lib.lab.figures.ffn:swish", "prenorm_lib.attention:MultiHeadSelfAttention.gate_heads"),
         refuses=frozenset({"torch.nn.functional.silu", "prenorm_lib.functional.silu",
                            "torch.nn.modules.activation.SiLU"}),
         refused_calls=_calls(
@@ -152,6 +153,7 @@ RECORDS = (
     ExerciseRecord(
         "4.1",
         answers=("prenorm_lib.functional:softmax",),
+        also_withheld=("prenorm_lib.functional:softmax_with_sink",),  # with a sink logit of −∞, the plain softmax
         refuses=frozenset({"prenorm_lib.functional.softmax", "torch._VariableFunctionsClass.softmax",
                            "torch.nn.functional.softmax", "torch.softmax"}),
         refused_calls=_calls(
@@ -226,7 +228,9 @@ RECORDS = (
     ExerciseRecord(
         "6.5",
         answers=("prenorm_lib.attention:MultiHeadSelfAttention",),
-        also_withheld=("prenorm_lib.functional:scaled_dot_product_attention",),
+        # the attention kernel; a softmax with a sink logit of −∞ is the plain softmax
+        also_withheld=("prenorm_lib.functional:scaled_dot_product_attention",
+                       "prenorm_lib.functional:softmax_with_sink"),
         refuses=frozenset({"prenorm_lib.attention.MultiHeadSelfAttention",
                            "torch.nn.modules.activation.MultiheadAttention"}),
         refused_calls=_calls(*FUSED_ATTENTION_CALLS),

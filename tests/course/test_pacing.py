@@ -14,8 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 MARK, TAG = "optional deep dive", "deep-dive"
 DEEP_DIVES = {  # the research-level sections a first reading may skip (issue 28)
     "01": ["Timing RMSNorm against LayerNorm"],
-    "02": ["Two controls"],
+    "02": ["Two controls", "Squared ReLU"],
     "03": ["Long-term decay", "Beyond the training length"],
+    "04": ["Sinks and gates"],
     "05": ["Why SwiGLU turns the profile over", "Depth: initialisation scale", "Why warmup?", "The frontier"],
 }
 

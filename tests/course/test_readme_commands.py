@@ -73,6 +73,14 @@ EXERCISED = {
     "notebooks": ".ci/run",
     "gradescope": "tests/course/test_gradescope.py",  # make gradescope NB=01; its zip graded in /autograder
     "hub": "tests/course/test_hub.py",  # make hub HUB_DIR=… HUB_PORT=…, as root on 127.0.0.1, three learners
+    "hub-status": "tests/course/test_hub.py",  # make hub-status / hub-restart / hub-stop HUB_DIR=…, as typed
+    "hub-restart": "tests/course/test_hub.py",
+    "hub-stop": "tests/course/test_hub.py",
+    # Runs of minutes at a class's size, by hand on a quiet machine (their figures: docs/measurements.md);
+    # their tables are tested here, the learner they run is the hub test's.
+    "class-bench": "tests/course/test_class_bench.py",
+    "kernel-memory": "tests/course/test_class_bench.py",
+    "nbgrader-export": "tests/course/test_nbgrader_export.py",  # make nbgrader-export, then nbgrader itself
     "handout": "tests/course/test_handout_export.py",  # make handout FROM=… OUT=…, its interface tests run
 }
 

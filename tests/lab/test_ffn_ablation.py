@@ -58,6 +58,23 @@ def test_what_shazeers_table_can_order():
     assert not ablation.shazeer_separates("silu", "relu")
 
 
+def test_bilinear_against_swiglu_rests_on_his_tables_rounding():
+    """Welch's p from his printed means and stds is 0.04; within their three-decimal rounding it crosses 0.05."""
+    assert ablation.shazeer_p("bilinear") == pytest.approx(0.0408, abs=1e-4)
+    low, high = ablation.shazeer_p_range("bilinear")
+    assert low < ablation.shazeer_p("bilinear") < 0.05 < high
+    assert 0.02 < low < 0.03 and 0.05 < high < 0.06
+    assert ablation.shazeer_p("geglu") > 0.5  # GEGLU and SwiGLU: nowhere near an order
+    for kind in ("relu", "silu", "geglu", "reglu", "bilinear"):
+        assert (ablation.shazeer_p(kind) < 0.05) == ablation.shazeer_separates(kind)
+
+
+def test_the_rounding_range_holds_the_printed_tables_p():
+    for kind in ("relu", "silu", "geglu", "reglu"):
+        low, high = ablation.shazeer_p_range(kind)
+        assert low <= ablation.shazeer_p(kind) <= high
+
+
 def comparison_of(differences):
     """A PairedComparison whose per-seed differences (SwiGLU − other) are ``differences``."""
     return stats.paired(differences, [0.0] * len(differences))

@@ -97,3 +97,24 @@ def test_the_cache_refuses_keys_that_do_not_continue_it():
         cache.update(torch.zeros(1, 3, 1, 4), torch.zeros(1, 3, 1, 4))
     with pytest.raises(ValueError, match="same leading shape"):
         cache.update(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 2, 4))
+
+
+def test_grouped_heads_with_a_sink_or_a_gate_and_a_cache_with_a_gate():
+    """The options of notebook 04 (sink, gate) and 06 (GQA, KV cache) together: GQA takes either path; a cache
+    follows the fused path (with a gate too) and a module with a sink refuses it."""
+    x = torch.randn(2, 8, 32, dtype=torch.float64)
+    sink = MultiHeadSelfAttention(32, 4, max_seq_len=16, rope_theta=500.0, num_kv_heads=2, sink=True,
+                                  dtype=torch.float64)
+    with torch.no_grad():
+        sink.sink_logits.fill_(-1e4)  # a sink of weight ~0 is the plain softmax: the fused GQA path's answer
+    plain = MultiHeadSelfAttention(32, 4, max_seq_len=16, rope_theta=500.0, num_kv_heads=2, dtype=torch.float64)
+    plain.load_state_dict({k: v for k, v in sink.state_dict().items() if k != "sink_logits"})
+    assert_close(sink(x), plain(x))
+    gated = MultiHeadSelfAttention(32, 4, max_seq_len=16, rope_theta=500.0, num_kv_heads=2, gate="headwise",
+                                   dtype=torch.float64)
+    whole = gated(x)
+    gated.kv_cache = KVCache()
+    assert_close(torch.cat([gated(x[:, :5]), gated(x[:, 5:])], dim=1), whole)
+    sink.kv_cache = KVCache()
+    with pytest.raises(ValueError, match="a module with sink=True"):
+        sink(x)

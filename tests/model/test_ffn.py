@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
+from prenorm_lib import functional
 from prenorm_lib.block import TransformerBlock
 from prenorm_lib.ffn import (
     FFN_KINDS,
@@ -78,7 +79,13 @@ def test_swiglu_and_4x_ffn_have_matched_parameter_counts(d_model):
     assert abs(parameter_count(swiglu) - parameter_count(classic)) <= 3 * d_model * 64
 
 
-@pytest.mark.parametrize(("activation", "reference"), [("relu", torch.relu), ("silu", F.silu)])
+def squared_relu_reference(x: torch.Tensor) -> torch.Tensor:
+    """Primer's squared ReLU written with torch's own ReLU: F.relu(x) ** 2."""
+    return F.relu(x) ** 2
+
+
+@pytest.mark.parametrize(("activation", "reference"),
+                         [("relu", torch.relu), ("silu", F.silu), ("relu2", squared_relu_reference)])
 @given(lead=st.lists(st.integers(1, 4), min_size=0, max_size=3), seed=seeds)
 def test_feed_forward_matches_formula(activation, reference, lead, seed):
     torch.manual_seed(seed)
@@ -107,7 +114,7 @@ def test_swapping_gate_and_value_changes_the_output():
 
 
 KIND_CLASSES = [("swiglu", SwiGLU), ("silu", FeedForward), ("relu", FeedForward),
-                ("geglu", GEGLU), ("reglu", ReGLU), ("bilinear", Bilinear)]
+                ("geglu", GEGLU), ("reglu", ReGLU), ("bilinear", Bilinear), ("relu2", FeedForward)]
 
 
 def test_every_kind_has_a_class():
@@ -186,3 +193,41 @@ def test_transformer_block_takes_every_kind(kind):
     x = torch.randn(2, 8, 16, requires_grad=True)
     block(x).sum().backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in block.ffn.parameters())
+
+
+# ---- Primer's squared ReLU (So et al. 2021), nanochat's FFN ------------------------------
+
+
+def test_squared_relu_is_relu_squared_with_its_slope():
+    x = torch.linspace(-3, 3, 601, dtype=torch.float64, requires_grad=True)
+    y = functional.relu_squared(x)
+    assert_close(y, squared_relu_reference(x))
+    y.sum().backward()
+    assert_close(x.grad, 2 * F.relu(x.detach()))  # 2x above zero, 0 below: no kink in the value, one in the slope
+
+
+def test_squared_relu_ffn_is_reglu_with_gate_and_value_tied():
+    """ReLU(a)·a = ReLU(a)² for every a: Primer's observation, checked on the modules themselves."""
+    torch.manual_seed(0)
+    squared, reglu = FeedForward(16, 48, activation="relu2"), ReGLU(16, 48)
+    with torch.no_grad():
+        reglu.w1.weight.copy_(squared.w1.weight)
+        reglu.w3.weight.copy_(squared.w1.weight)  # the value matrix tied to the gate's
+        reglu.w2.weight.copy_(squared.w2.weight)
+    x = torch.randn(4, 7, 16)
+    assert_close(squared(x), reglu(x))
+
+
+def test_squared_relu_at_swiglus_parameters_does_swiglus_matrix_work():
+    """d_ff 288 against SwiGLU's 192 at d_model 64: equal weights, and torch's FLOP counter finds equal matmul work."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    squared, swiglu = FeedForward(64, 288, activation="relu2"), SwiGLU(64)
+    assert parameter_count(squared) == parameter_count(swiglu) == 36_864
+    x = torch.randn(3, 10, 64)
+    flops = {}
+    for name, module in (("squared", squared), ("swiglu", swiglu)):
+        with FlopCounterMode(display=False) as counter:
+            module(x)
+        flops[name] = counter.get_total_flops()  # matrix products only: 2 per multiply-add
+    assert flops["squared"] == flops["swiglu"] == 2 * 36_864 * 30

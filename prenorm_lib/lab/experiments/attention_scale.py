@@ -22,10 +22,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from prenorm_lib import functional
 from prenorm_lib.lab import probes
 from prenorm_lib.lab.data import NOUNS, Corpus, generate_sentences, get_batch, make_corpus
-from prenorm_lib.lab.probes import evaluating
+from prenorm_lib.lab.probes import evaluating, hooks
 from prenorm_lib.lab.train import TrainConfig, build_model, train
 
 DESCRIPTION = "softmax(q·k/√d_head) against softmax(q·k): the tiny LM trained both ways, paired seeds"
@@ -68,27 +67,18 @@ def remove_score_scale(model: nn.Module) -> nn.Module:
 
 
 def attention_probabilities(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-    """Every layer's attention weights on ``ids`` (B, T): (num_layers, B, H, T, T), rows sum to 1.
+    """Every layer's attention weights on ``ids`` (B, T): (num_layers, B, H, T, T), causal.
 
-    Each layer's attention input is caught with a hook, and its scores
-    (``attention_logits``: projected, rotated, divided by √d_head — or not, after
-    :func:`remove_score_scale`) go through the causal mask and the softmax.
+    Each layer's attention input is caught with a hook, and the layer computes the weights it
+    averages its values with (``attention_weights``: scores projected, rotated, divided by
+    √d_head — or not, after :func:`remove_score_scale` — masked, softmax). Rows sum to 1, or
+    to less with a learned sink (:mod:`attention_sinks`).
     """
     inputs: list[torch.Tensor] = []
-    hooks = [layer.attn.register_forward_pre_hook(lambda _m, args: inputs.append(args[0]))
-             for layer in model.layers]
-    try:
-        with evaluating(model):
-            model(ids)
-            maps = []
-            for layer, x in zip(model.layers, inputs, strict=True):
-                logits = layer.attn.attention_logits(x)  # (B, H, T, T)
-                mask = functional.causal_mask(ids.shape[-1], device=ids.device)  # (T, T)
-                maps.append(functional.softmax(logits.masked_fill(~mask, float("-inf")), dim=-1))
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return torch.stack(maps)  # (L, B, H, T, T)
+    with evaluating(model), hooks([layer.attn for layer in model.layers],
+                                  lambda _m, args: inputs.append(args[0]), pre=True):
+        model(ids)
+        return torch.stack([layer.attn.attention_weights(x) for layer, x in zip(model.layers, inputs, strict=True)])
 
 
 def mean_entropy(probabilities: torch.Tensor) -> float:
@@ -134,7 +124,8 @@ def subject_attention(model: nn.Module, corpus: Corpus, n_sentences: int) -> lis
 
 
 @lru_cache(maxsize=1)
-def _corpus() -> Corpus:
+def grammar_corpus() -> Corpus:
+    """The grammar corpus of notebooks 03 to 05, made once per process."""
     return make_corpus()
 
 
@@ -142,21 +133,21 @@ def build(config: dict[str, Any], variant: str, seed: int, corpus: Corpus | None
     """The tiny LM of ``variant`` ("scaled" or "unscaled"), initialised from ``seed``."""
     if variant not in ("scaled", "unscaled"):
         raise ValueError(f"variant must be 'scaled' or 'unscaled', got {variant!r}")
-    corpus = _corpus() if corpus is None else corpus
+    corpus = grammar_corpus() if corpus is None else corpus
     model = build_model(corpus, seed=seed, d_model=config["d_model"], num_heads=config["num_heads"])
     return remove_score_scale(model) if variant == "unscaled" else model
 
 
 def entropy_windows(config: dict[str, Any], corpus: Corpus | None = None) -> torch.Tensor:
     """The validation windows (entropy_windows, 32) on which attention entropy is measured."""
-    corpus = _corpus() if corpus is None else corpus
+    corpus = grammar_corpus() if corpus is None else corpus
     x, _ = get_batch(corpus.val_ids, config["entropy_windows"], 32, torch.Generator().manual_seed(ENTROPY_SEED))
     return x
 
 
 def train_variant(config: dict[str, Any], variant: str, seed: int) -> tuple[nn.Module, dict[str, Any]]:
     """Train one variant for one seed; return the model and its numbers (what the record stores)."""
-    corpus = _corpus()
+    corpus = grammar_corpus()
     model = build(config, variant, seed, corpus)
     windows = entropy_windows(config, corpus)
     entropy_start = mean_entropy(attention_probabilities(model, windows))

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
+from scipy import stats as scipy_stats
 
 from prenorm_lib.lab import data, prose, stats, train
 from prenorm_lib.lab.experiments import Record
@@ -155,6 +157,28 @@ def shazeer_separates(kind: str, other: str = BASELINE) -> bool:
     return stats.paper_separates(mean_a, std_a, mean_b, std_b, runs=SHAZEER_RUNS)
 
 
+def shazeer_p(kind: str, other: str = BASELINE) -> float:
+    """Welch's two-sided p for Shazeer's rows ``kind`` and ``other``: his Table 1 means and stds, 4 runs each."""
+    (mean_a, std_a), (mean_b, std_b) = SHAZEER_TABLE1[kind], SHAZEER_TABLE1[other]
+    return float(scipy_stats.ttest_ind_from_stats(mean_a, std_a, SHAZEER_RUNS, mean_b, std_b, SHAZEER_RUNS,
+                                                  equal_var=False).pvalue)
+
+
+def shazeer_p_range(kind: str, other: str = BASELINE, unit: float = 1e-3, points: int = 5) -> tuple[float, float]:
+    """The least and greatest Welch p over the tables his printed numbers could have been rounded from.
+
+    Table 1 prints means and stds to three decimals (``unit``), so each true value lies within
+    half a unit of the printed one. A p near 0.05 that crosses it within that rounding is a
+    separation that rests on the last printed digit. Searched on a grid of ``points`` values
+    per number (its ends included) over the four numbers' intervals.
+    """
+    (mean_a, std_a), (mean_b, std_b) = SHAZEER_TABLE1[kind], SHAZEER_TABLE1[other]
+    offsets = np.linspace(-unit / 2, unit / 2, points)
+    ma, sa, mb, sb = np.meshgrid(mean_a + offsets, std_a + offsets, mean_b + offsets, std_b + offsets)
+    ps = scipy_stats.ttest_ind_from_stats(ma, sa, SHAZEER_RUNS, mb, sb, SHAZEER_RUNS, equal_var=False).pvalue
+    return float(ps.min()), float(ps.max())
+
+
 def agreement(paper_separates: bool, paper_gap: float, ours: stats.PairedComparison) -> str:
     """How our paired verdict stands to Shazeer's table, in words.
 
@@ -176,6 +200,7 @@ def comparison(record: Record, baseline: str = BASELINE) -> list[dict[str, Any]]
             continue
         ours = against(record, kind, baseline)
         paper_gap, separates = shazeer_gap(kind, baseline), shazeer_separates(kind, baseline)
-        rows.append({"kind": kind, "paper_gap": paper_gap, "paper_separates": separates, "ours": ours,
+        rows.append({"kind": kind, "paper_gap": paper_gap, "paper_separates": separates,
+                     "paper_p": shazeer_p(kind, baseline), "ours": ours,
                      "agreement": agreement(separates, paper_gap, ours)})
     return rows

@@ -1,4 +1,4 @@
-"""Figures of notebook 04 (causal attention): saturation without 1/√d_k, the mask, trained heads.
+"""Figures of notebook 04 (causal attention): saturation without 1/√d_k, the mask, trained heads, sinks.
 
 The measurements the pictures show (:func:`saturation`: the spread of q·k, the attention
 entropy and the softmax's gradient against d_k) are plain functions here, so the notebook
@@ -19,12 +19,17 @@ from ipywidgets import IntSlider, Layout, SelectionSlider
 from matplotlib.patches import Rectangle
 
 from prenorm_lib import functional
-from prenorm_lib.lab.plotting import COLORS
+from prenorm_lib.lab.plotting import COLORS, OKABE_ITO, mean_band
 from prenorm_lib.lab.sliders import LiveFigure
 
 SCALE_STYLES = {  # colour and a second cue (line style, marker) for greyscale readers
     "scaled": {"color": COLORS["pre"], "linestyle": "-", "marker": "o", "label": "softmax(q·k / √d_k)"},
     "unscaled": {"color": COLORS["post"], "linestyle": "--", "marker": "s", "label": "softmax(q·k), no scale"},
+}
+SINK_STYLES = {  # notebook 04 §8: the plain model and its two options, colour plus line style and marker
+    "plain": {"color": COLORS["pre"], "linestyle": "-", "marker": "o", "label": "plain"},
+    "gate": {"color": OKABE_ITO["bluish_green"], "linestyle": "--", "marker": "s", "label": "headwise gate"},
+    "sink": {"color": OKABE_ITO["vermillion"], "linestyle": ":", "marker": "^", "label": "sink logit"},
 }
 D_KS = (1, 4, 16, 64, 256, 1024)
 _SLIDER_LAYOUT = Layout(width="420px")
@@ -215,6 +220,44 @@ def draw_reproduction(losses: Mapping[str, Sequence[float]], attractor: Mapping[
     return fig
 
 
+def draw_sink_runs(steps: Sequence[int], curves: Mapping[str, Mapping[str, Sequence[Sequence[float]]]],
+                   uniform: float, epsilon: float):
+    """Over training, for each variant (mean over seeds, ±1 std band): the first token's importance
+    against the even share and Gu et al.'s threshold (left), and the residual stream's largest
+    value over its median (right).
+
+    ``curves[quantity][variant]`` is (n_seeds, len(steps)), for quantity "first_importance" and
+    "activation_ratio".
+    """
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.4, 4.0))
+    for ax, quantity in ((left, "first_importance"), (right, "activation_ratio")):
+        for variant, runs in curves[quantity].items():
+            style = SINK_STYLES[variant]
+            line = mean_band(ax, steps, runs, label=style["label"], color=style["color"])
+            line.set(linestyle=style["linestyle"], marker=style["marker"], markersize=5)
+    left.axhline(uniform, color=COLORS["reference"], linestyle=":", linewidth=1.0)
+    left.text(steps[-1], uniform, "even share ", ha="right", va="bottom")
+    left.axhline(epsilon, color=COLORS["reference"], linestyle="--", linewidth=1.0)
+    left.text(steps[-1], epsilon, "sink: ε = 0.3 ", ha="right", va="bottom")
+    left.set_ylim(0, max(epsilon * 1.15, left.get_ylim()[1]))
+    left.set(xlabel="update", ylabel="first token's importance α₁", title="Attention on the first token")
+    right.set(xlabel="update", ylabel="largest |value| ÷ median", title="Residual stream: largest value")
+    left.legend(loc="upper left", bbox_to_anchor=(0.0, 0.9))
+    return fig
+
+
+def plot_attention_sinks(record) -> plt.Figure:
+    """The ``attention_sinks`` record's longer runs: :func:`draw_sink_runs` over its seeds."""
+    from prenorm_lib.lab.experiments import attention_sinks
+
+    runs = [result for _, result in record.by_seed()]
+    variants = record.config["variants"]
+    curves = {quantity: {v: np.array([run[f"{v}_long"][quantity] for run in runs]) for v in variants}
+              for quantity in ("first_importance", "activation_ratio")}
+    return draw_sink_runs(runs[0][f"{variants[0]}_long"]["val_steps"], curves,
+                          attention_sinks.uniform_importance(32), record.config["epsilon"])
+
+
 FIGURES = {"attention_saturation": lambda: draw_saturation(saturation())}
 
 
@@ -231,6 +274,14 @@ EXAMPLES = {
     "sharpness_slider": sharpness_slider,
     "mask": draw_mask,
     "attention_maps": _example_maps,
+    "sink_runs": lambda: draw_sink_runs(  # made-up numbers: the notebook plots the record
+        [0, 500, 1000, 1500],
+        {"first_importance": {"plain": [[0.13, 0.09, 0.09, 0.08], [0.13, 0.1, 0.09, 0.09]],
+                              "gate": [[0.13, 0.1, 0.1, 0.1], [0.13, 0.1, 0.09, 0.1]],
+                              "sink": [[0.1, 0.07, 0.07, 0.07], [0.1, 0.08, 0.07, 0.06]]},
+         "activation_ratio": {"plain": [[6, 30, 40, 45], [6, 28, 38, 50]], "gate": [[5, 20, 25, 30], [5, 22, 27, 29]],
+                              "sink": [[6, 25, 35, 41], [6, 27, 30, 44]]}},
+        uniform=0.127, epsilon=0.3),
     "reproduction": lambda: draw_reproduction({"scaled": [2.24, 2.25, 2.23], "unscaled": [2.29, 2.27, 2.3]},
                                               {"scaled": [0.88, 0.8, 0.9], "unscaled": [0.33, 0.5, 0.41]}, 300),
 }

@@ -19,7 +19,7 @@ import torch
 from prenorm_lib import functional, validation
 from prenorm_lib.lab import stats
 from prenorm_lib.lab.experiments import Record
-from prenorm_lib.lab.plotting import COLORS, mean_band
+from prenorm_lib.lab.plotting import COLORS, OKABE_ITO, mean_band
 from prenorm_lib.lab.sliders import LiveFigure
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "draw_gate_surface",
     "negative_preactivation_fraction",
     "plot_ffn_ablation",
+    "plot_relu2_sweep",
     "silu_minimum",
     "swish",
     "swish_beta_figure",
@@ -43,9 +44,11 @@ ACTIVATION_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "gelu": functional.gelu,
 }
 LABELS = {"relu": "ReLU", "silu": "SiLU", "gelu": "GELU", "swiglu": "SwiGLU", "geglu": "GEGLU",
-          "reglu": "ReGLU", "bilinear": "Bilinear"}
+          "reglu": "ReGLU", "bilinear": "Bilinear", "relu2": "ReLU²"}
 # A second cue besides colour (greyscale, colour-vision deficiency): one marker per function.
-MARKERS = {"relu": "s", "silu": "o", "gelu": "^", "swiglu": "D", "geglu": "v", "reglu": "P", "bilinear": "X"}
+MARKERS = {"relu": "s", "silu": "o", "gelu": "^", "swiglu": "D", "geglu": "v", "reglu": "P", "bilinear": "X",
+           "relu2": "*"}
+RELU2_COLOR = OKABE_ITO["vermillion"]  # no other FFN of the notebook uses it
 
 
 def swish(x: torch.Tensor, beta: float) -> torch.Tensor:
@@ -227,6 +230,43 @@ def plot_ffn_ablation(record: Record, baseline: str = "swiglu") -> plt.Figure:
     return fig
 
 
+def plot_relu2_sweep(swiglu: dict[float, list[float]], relu2: dict[float, list[float]]) -> plt.Figure:
+    """Left: final held-out loss against the learning rate, SwiGLU and ReLU² (mean over seeds, ±1 std band).
+    Right: SwiGLU's final loss minus ReLU²'s for the same seed at each rate (one dot per seed),
+    with the mean paired difference and its 95 % confidence interval.
+    """
+    if sorted(swiglu) != sorted(relu2):
+        raise ValueError(f"swiglu and relu2 must hold the same learning rates, "
+                         f"got {sorted(swiglu)} and {sorted(relu2)}")
+    rates = sorted(swiglu)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.2), width_ratios=(1, 1))
+    for kind, runs, color, style in (("swiglu", swiglu, COLORS["swiglu"], "-"), ("relu2", relu2, RELU2_COLOR, "--")):
+        line = mean_band(left, rates, np.array([runs[lr] for lr in rates]).T, label=LABELS[kind], color=color)
+        line.set(linestyle=style, marker=MARKERS[kind], markersize=9 if kind == "relu2" else 6)
+    left.set_xscale("log")
+    left.set_xticks(rates, [f"{lr:g}" for lr in rates])
+    left.minorticks_off()
+    left.set(xlabel="peak learning rate", ylabel="final held-out loss (nats/byte)",
+             title="Equal weights and matmul FLOPs")
+    left.legend(loc="upper right")
+    rng = np.random.default_rng(0)  # a fixed horizontal jitter, so dots of equal value stay apart
+    for column, lr in enumerate(rates):
+        gaps = np.asarray(swiglu[lr]) - np.asarray(relu2[lr])
+        right.plot(column + rng.uniform(-0.1, 0.1, gaps.size), gaps, MARKERS["swiglu"], color=COLORS["swiglu"],
+                   alpha=0.75, markersize=6)
+        interval = stats.paired(swiglu[lr], relu2[lr])
+        half = [[interval.mean - interval.low], [interval.high - interval.mean]]
+        right.errorbar([column], [interval.mean], yerr=half, fmt="_", color="black", markersize=18, capsize=4)
+    right.axhline(0, color=RELU2_COLOR, linewidth=1.5, linestyle="--")
+    right.set_xticks(range(len(rates)), [f"lr {lr:g}" for lr in rates])
+    right.set_xlim(-0.5, len(rates) - 0.5)
+    right.set(ylabel="SwiGLU − ReLU², same seed (nats/byte)",
+              title="Paired: below the line, SwiGLU wins")
+    right.text(0.02, 0.02, "bar: mean and 95 % CI", transform=right.transAxes, fontsize=10)
+    right.grid(axis="x", visible=False)
+    return fig
+
+
 def draw_ffn_ablation_loss() -> plt.Figure:
     """The ablation figure of the README, from the stored record (no training)."""
     from prenorm_lib.lab import experiments
@@ -265,6 +305,9 @@ FIGURES = {
 EXAMPLES = {
     "swish_beta": swish_beta_figure,
     "gate_surface": draw_gate_surface,
+    "relu2_sweep": lambda: plot_relu2_sweep(  # made-up numbers: the notebook plots the record
+        {3e-3: [1.50, 1.52, 1.49], 1e-2: [1.48, 1.50, 1.47], 3e-2: [1.49, 1.52, 1.50]},
+        {3e-3: [1.51, 1.52, 1.50], 1e-2: [1.49, 1.51, 1.49], 3e-2: [1.48, 1.50, 1.49]}),
 }
 
 SLIDERS = {"swish_beta": swish_beta_figure}
