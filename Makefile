@@ -155,6 +155,13 @@ drift-cpus: $(STAMP)
 	$(CPU_PATH_AVX2) $(BIN)/pytest -q -n 2 tests/lab/test_experiments.py -k todays_code -p no:cacheprovider
 	$(CPU_PATH_NO_SIMD) $(BIN)/pytest -q -n 2 tests/lab/test_experiments.py -k todays_code -p no:cacheprovider
 
+## Your notebooks' code in the CS336 handout's layout: make handout (FROM=notebooks/exercises, OUT=handout): the
+## modules of 06 and the kernels of 01, 02, 04 as cs336_basics/prenorm_model.py, tests/adapters.py, and the course's
+## interface tests, run on the export.
+.PHONY: handout
+handout: $(STAMP)
+	$(PY) -m prenorm_course.handout --notebooks $(or $(FROM),notebooks/exercises) --out $(or $(OUT),handout)
+
 ## Gradescope: the autograder zip to upload, dist/gradescope-autograder.zip (NB="01 02" for some notebooks only).
 .PHONY: gradescope hub
 gradescope: $(STAMP)

@@ -30,6 +30,18 @@ Two options of the attention output, off by default (notebook 04, "sinks and gat
   parameter per head, initialised at 0 (the reference code loads trained values). Such a
   module takes the explicit path (scores, mask, softmax with the sink) instead of the fused
   kernel.
+
+Two inference options, off by default (notebook 06, section 11); the KV cache takes the fused
+path, so a module with ``sink=True`` refuses it:
+
+- ``num_kv_heads`` below ``num_heads`` shares each key/value head among a group of
+  ``num_heads / num_kv_heads`` query heads: grouped-query attention (Ainslie et al. 2023),
+  multi-query attention at ``num_kv_heads=1`` (Shazeer 2019). ``k_proj`` and ``v_proj``
+  shrink to (num_kv_heads·d_head, d_model); key/value head j serves the query heads
+  j·g … j·g + g − 1 (``repeat_interleave``, as Hugging Face's ``repeat_kv``).
+- a :class:`KVCache` put in ``module.kv_cache`` keeps the rotated keys and the values of
+  every token the module has seen, so that decoding runs the new tokens only: their
+  positions continue after the cached ones, and each new query sees every cached key.
 """
 
 from __future__ import annotations
@@ -46,6 +58,55 @@ from prenorm_lib.rope import RotaryPositionalEmbedding
 
 QK_NORMS = ("per_head", "flat")  # Qwen3's form, OLMo 2's form
 GATES = ("headwise", "elementwise")  # Qiu et al.'s two forms of the gate after SDPA
+
+
+class KVCache:
+    """The keys and values an attention layer has computed so far, for decoding a token at a time.
+
+    ``update(keys, values)`` appends this call's keys and values, each (..., kv_heads, T_new,
+    d_head), along the token axis and returns all of them; ``length`` is the number of
+    tokens held, and the next token's position. Keys are cached *after* RoPE, so no cached
+    key is ever rotated again. Put one in an attention module's ``kv_cache`` attribute (one
+    per layer; :func:`prenorm_lib.generation.kv_caching` does that for a whole model).
+    """
+
+    def __init__(self) -> None:
+        self.keys: torch.Tensor | None = None  # (..., kv_heads, T_past, d_head)
+        self.values: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        """How many tokens the cache holds."""
+        return 0 if self.keys is None else self.keys.shape[-2]
+
+    @property
+    def nbytes(self) -> int:
+        """The memory the cached keys and values take, in bytes."""
+        return sum(t.numel() * t.element_size() for t in (self.keys, self.values) if t is not None)
+
+    def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append ``keys`` and ``values`` (..., kv_heads, T_new, d_head); return every key and value so far."""
+        validation.tensor("keys", keys)
+        validation.tensor("values", values)
+        if keys.ndim < 3 or keys.shape[:-1] != values.shape[:-1]:
+            raise ValueError(f"keys and values must be (..., kv_heads, T_new, d_head) with the same leading shape, "
+                             f"got {tuple(keys.shape)} and {tuple(values.shape)}")
+        if self.keys is not None and (keys.shape[:-2] != self.keys.shape[:-2] or keys.shape[-1] != self.keys.shape[-1]):
+            raise ValueError(f"keys of shape {tuple(keys.shape)} do not continue the cached "
+                             f"{tuple(self.keys.shape)}: only the token axis (second to last) may differ")
+        self.keys = keys if self.keys is None else torch.cat((self.keys, keys), dim=-2)
+        self.values = values if self.values is None else torch.cat((self.values, values), dim=-2)
+        return self.keys, self.values
+
+    def __repr__(self) -> str:
+        shape = None if self.keys is None else tuple(self.keys.shape)
+        return f"KVCache(length={self.length}, keys={shape}, nbytes={self.nbytes})"
+
+
+def causal_mask_after(past: int, new: int, device=None) -> torch.Tensor:
+    """(new, past + new) booleans, True where query i (at position past + i) may attend to key j ≤ past + i."""
+    keys = torch.arange(past + new, device=device)
+    return keys <= torch.arange(past, past + new, device=device)[:, None]
 
 
 def qk_norm_form(qk_norm: object) -> str | None:
@@ -74,6 +135,9 @@ class MultiHeadSelfAttention(nn.Module):
     ``k_norm`` normalise the whole (d_model,) projection, gain of size d_model, before the
     heads are split. Both act before RoPE rotates (a rotation keeps the norm anyway).
     ``norm_factory(size)``, if given, makes ``q_norm`` and ``k_norm`` in RMSNorm's place.
+
+    ``num_kv_heads`` (default ``num_heads``) and ``kv_cache`` (default None) are the
+    inference options of the module docstring: grouped-query attention and the KV cache.
     """
 
     def __init__(
@@ -84,6 +148,7 @@ class MultiHeadSelfAttention(nn.Module):
         rope_theta: float | None = None,
         qk_norm: bool | str = False,
         eps: float = 1e-5,
+        num_kv_heads: int | None = None,
         device=None,
         dtype=None,
         norm_factory: Callable[[int], nn.Module] | None = None,
@@ -98,10 +163,16 @@ class MultiHeadSelfAttention(nn.Module):
                 f"d_model={d_model} must be divisible by num_heads={num_heads} "
                 f"(each head gets d_model / num_heads dimensions)"
             )
+        self.num_kv_heads = num_heads if num_kv_heads is None else validation.positive_int("num_kv_heads",
+                                                                                           num_kv_heads)
+        if num_heads % self.num_kv_heads:
+            raise ValueError(f"num_kv_heads={num_kv_heads} must divide num_heads={num_heads} (each key/value head "
+                             "serves a group of num_heads / num_kv_heads query heads)")
         self.d_head = d_model // num_heads
+        d_kv = self.num_kv_heads * self.d_head
         self.q_proj = Linear(d_model, d_model, device=device, dtype=dtype)
-        self.k_proj = Linear(d_model, d_model, device=device, dtype=dtype)
-        self.v_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.k_proj = Linear(d_model, d_kv, device=device, dtype=dtype)
+        self.v_proj = Linear(d_model, d_kv, device=device, dtype=dtype)
         self.output_proj = Linear(d_model, d_model, device=device, dtype=dtype)
         self.rope = None
         if rope_theta is not None:
@@ -114,17 +185,29 @@ class MultiHeadSelfAttention(nn.Module):
             if norm_factory is None:  # RMSNorm; the block passes ModelConfig's normaliser (DyT, Derf) instead
                 def norm_factory(n: int) -> nn.Module:
                     return RMSNorm(n, eps=eps, device=device, dtype=dtype)
-            self.q_norm, self.k_norm = norm_factory(size), norm_factory(size)
+            self.q_norm = norm_factory(size)
+            self.k_norm = norm_factory(size if self.qk_norm == "per_head" else d_kv)  # flat: the keys' width
         self.gate = None if gate is None else validation.choice("gate", gate, GATES)
         if self.gate is not None:  # one gate logit per head (headwise) or per channel (elementwise)
             self.gate_proj = Linear(d_model, num_heads if gate == "headwise" else d_model, device=device, dtype=dtype)
         if not isinstance(sink, bool):
             raise TypeError(f"sink must be True or False, got {sink!r}")
         self.sink_logits = nn.Parameter(torch.zeros(num_heads, device=device, dtype=dtype)) if sink else None
+        self.kv_cache: KVCache | None = None  # set to a KVCache to decode a token at a time
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(..., seq_len, d_model) → (..., num_heads, seq_len, d_head)."""
-        return x.unflatten(-1, (self.num_heads, self.d_head)).transpose(-3, -2)
+        """(..., seq_len, heads·d_head) → (..., heads, seq_len, d_head), heads = num_heads or num_kv_heads."""
+        return x.unflatten(-1, (x.shape[-1] // self.d_head, self.d_head)).transpose(-3, -2)
+
+    def _positions(self, x: torch.Tensor, token_positions: torch.Tensor | None) -> torch.Tensor | None:
+        """The given positions; else, with a cache, those after the cached tokens; else None (0 … T−1)."""
+        if token_positions is not None or self.kv_cache is None or not self.kv_cache.length:
+            return token_positions
+        return torch.arange(self.kv_cache.length, self.kv_cache.length + x.shape[-2], device=x.device)
+
+    def shared_kv(self, t: torch.Tensor) -> torch.Tensor:
+        """Key or value heads (..., num_kv_heads, T, d_head), each repeated for its group: (..., H, T, d_head)."""
+        return t.repeat_interleave(self.num_heads // self.num_kv_heads, dim=-3)
 
     def queries_and_keys(
         self, x: torch.Tensor, token_positions: torch.Tensor | None = None
@@ -152,7 +235,7 @@ class MultiHeadSelfAttention(nn.Module):
         follow the largest logit during training.
         """
         q, k = self.queries_and_keys(x, token_positions)
-        return q @ k.transpose(-2, -1) / self.d_head**0.5  # (..., H, T, T)
+        return q @ self.shared_kv(k).transpose(-2, -1) / self.d_head**0.5  # (..., H, T, T)
 
     def attention_weights(self, x: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:
         """Each head's weights on the tokens, causal, (..., H, T, T): what the module averages the values with.
@@ -175,8 +258,11 @@ class MultiHeadSelfAttention(nn.Module):
         return heads * self.split_heads(gates)  # (..., H, T, d_head)
 
     def forward(self, x: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:
+        if self.kv_cache is not None and self.sink_logits is not None:
+            raise ValueError("a KV cache is built for the fused path; a module with sink=True takes the explicit one")
         if self.sink_logits is not None:  # the fused kernel has no sink: weights, then values
-            heads = self.attention_weights(x, token_positions) @ self.split_heads(self.v_proj(x))  # (..., H, T, d_head)
+            values = self.shared_kv(self.split_heads(self.v_proj(x)))  # (..., H, T, d_head)
+            heads = self.attention_weights(x, token_positions) @ values
         else:
             heads = self.fused_heads(x, token_positions)
         if self.gate is not None:
@@ -185,11 +271,17 @@ class MultiHeadSelfAttention(nn.Module):
 
     def fused_heads(self, x: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:
         """Each head's output (..., H, T, d_head) from torch's fused causal attention kernel."""
-        q, k = self.queries_and_keys(x, token_positions)  # (..., H, T, d_head) each
-        v = self.split_heads(self.v_proj(x))  # (..., H, T, d_head)
+        q, k = self.queries_and_keys(x, self._positions(x, token_positions))  # (..., H or H_kv, T, d_head)
+        v = self.split_heads(self.v_proj(x))  # (..., H_kv, T, d_head)
+        causal, mask = True, None
+        if self.kv_cache is not None:
+            past = self.kv_cache.length
+            k, v = self.kv_cache.update(k, v)  # (..., H_kv, past + T, d_head)
+            if past:  # queries at past … past + T − 1 see every key up to their own position
+                causal, mask = False, causal_mask_after(past, x.shape[-2], device=x.device)
         lead = q.shape[:-3]
         out = nn.functional.scaled_dot_product_attention(  # fused kernel wants (N, H, T, d_head)
             q.reshape(-1, *q.shape[-3:]), k.reshape(-1, *k.shape[-3:]), v.reshape(-1, *v.shape[-3:]),
-            is_causal=True,
+            attn_mask=mask, is_causal=causal, enable_gqa=self.num_kv_heads != self.num_heads,
         )
         return out.reshape(*lead, *out.shape[-3:])  # (..., H, T, d_head)

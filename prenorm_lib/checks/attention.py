@@ -46,7 +46,7 @@ from prenorm_lib.checks.core import (
 )
 from prenorm_lib.checks.probes import MODULE_CLASS, load_projections
 
-__all__ = ["attention", "causal_self_attention", "score_spread", "stable_softmax"]
+__all__ = ["attention", "attention_mistake", "causal_self_attention", "score_spread", "stable_softmax"]
 
 SOFTMAX, SPREAD, SDPA, MHSA = "4.1", "4.2", "4.3", "4.4"
 
@@ -376,7 +376,7 @@ def _mhsa(x: torch.Tensor, w: dict[str, torch.Tensor], positions: torch.Tensor, 
         q, k = (_rope(t, positions, layer._replace(rope_theta=10000.0)) for t in (q, k))
     scores = q @ k.transpose(-2, -1) / math.sqrt(layer.d_model if scale == "model" else d_head)  # (B, H, T, T)
     if mask != "none":
-        allowed = torch.ones(T, T, dtype=torch.bool).tril(-1 if mask == "strict" else 0)
+        allowed = torch.ones(T, T, dtype=torch.bool).tril({"strict": -1, "one_ahead": 1}.get(mask, 0))
         scores = scores.masked_fill(~allowed, float("-inf"))
     out = torch.softmax(scores, dim=-1) @ v  # (B, H, T, d_head)
     # (B, T, d_model); the mistake reshapes (B, H, T, d_head) straight to it, heads still in front
@@ -388,6 +388,8 @@ def _mhsa(x: torch.Tensor, w: dict[str, torch.Tensor], positions: torch.Tensor, 
 MHSA_MISTAKES: tuple[tuple[dict, str], ...] = (
     ({"mask": "none"}, "no causal mask: every token reads the tokens after it. Mask the scores with "
                        "torch.ones(T, T, dtype=torch.bool).tril() before the softmax"),
+    ({"mask": "one_ahead"}, "the causal mask is off by one: each token also reads the token right after it. "
+                            "Token i may see tokens 0 … i — tril() with diagonal 0, or triu(1) for the masked part"),
     ({"project": False}, "the output projection is missing: return self.output_proj(merged heads)"),
     ({"rope": "qkv"}, "RoPE was applied to the values too: rotate queries and keys only — position should "
                       "change where a head looks, not what it reads"),
@@ -412,6 +414,27 @@ MHSA_MISTAKES: tuple[tuple[dict, str], ...] = (
     ({"rope": "theta_10000"}, "the rotation uses θ = 10000, not the layer's rope_theta argument: build the RoPE "
                               "from the rope_theta you are given"),
 )
+
+
+STRICT_MASK_HINT = ("the first token's output is nan: your mask excludes the diagonal, so token 0 may attend to "
+                    "nothing. A token sees itself — tril() with diagonal 0, not tril(-1)")
+
+
+def attention_mistake(got: Any, x: torch.Tensor, weights: dict[str, torch.Tensor], positions: torch.Tensor,
+                      layer: Layer) -> str | None:
+    """The hint of the first typical mistake of causal multi-head attention whose output ``got`` is, or None.
+
+    4.4's catalogue, shared by 6.5: ``weights`` maps q_proj, k_proj, v_proj, output_proj to their
+    (d_model, d_model) weights; ``positions`` are (T,), or (batch, 1, T) for one row per sequence.
+    """
+    if not dense_tensor(got):
+        return None
+    if bool(torch.isnan(got[..., 0, :]).any()) and bool(torch.isfinite(got[..., 1:, :]).all()):
+        return STRICT_MASK_HINT
+    for variant, hint in MHSA_MISTAKES:
+        if _close(got, _variant(_mhsa, x, weights, positions, layer, **variant).to(got.dtype)):
+            return hint
+    return None
 
 
 def _module_facts(module: Any) -> dict:
@@ -503,13 +526,9 @@ def causal_self_attention(cls: type) -> None:
         want = _mhsa(x, weights, at, layer).to(x.dtype)  # before the learner's call, which gets copies
         got = _call_layer(module, args, name)
         if dense_tensor(got) and got.shape == want.shape and not _close(got, want, atol=1e-5):
-            if bool(torch.isnan(got[..., 0, :]).any()) and bool(torch.isfinite(got[..., 1:, :]).all()):
-                raise Hint(MHSA, "the first token's output is nan: your mask excludes the diagonal, so token 0 "
-                           "may attend to nothing. A token sees itself — tril() with diagonal 0, not tril(-1) "
-                           f"[case: {name}]")
-            for variant, hint in MHSA_MISTAKES:
-                if _close(got, _variant(_mhsa, x, weights, at, layer, **variant).to(x.dtype)):
-                    raise Hint(MHSA, f"{hint} [case: {name}]")
+            hint = attention_mistake(got, x, weights, at, layer)
+            if hint is not None:
+                raise Hint(MHSA, f"{hint} [case: {name}]")
         expect_close(
             MHSA, got, want, f"the output does not match causal multi-head attention with RoPE [case: {name}]",
             shape_hint=f"forward(x) keeps x's shape (…, T, d_model) [case: {name}]",

@@ -67,6 +67,14 @@ ROPE_TABLE = (
 ROTATIONS = ("prenorm_lib.rope:rotation_matrix", "prenorm_lib.rope:rotate_complex")  # the same rotation, other forms
 ROPE_CALLS = (r"\bRotaryPositionalEmbedding\b", r"\brotation_matrix\s*\(", r"\brotary_embedding\b", r"\bonnx\b")
 GATED_FFN = ("prenorm_lib.functional:gated_ffn", "prenorm_lib.ffn:GatedFeedForward", "prenorm_lib.ffn:SwiGLU")
+# torch's fused attention and the library's, under their names: notebook 06's own attention must not call them
+FUSED_ATTENTION_CALLS = (r"(?<!def )\bscaled_dot_product_attention\b", r"\bMultiheadAttention\s*\(",
+                         r"\bis_causal\b", r"\b_scaled_dot_product\w*", r"\bmulti_head_attention_forward\b",
+                         r"\bflex_attention\b", r"\bMultiHeadSelfAttention\s*\(")
+# notebook 06's one rule (stated in its section 4): earlier notebooks' kernels may be torch's, this notebook's may not
+NOTEBOOK_06_RULE = ("this notebook's rule: a kernel from an earlier notebook may be torch's (torch.softmax, "
+                    "nn.functional.silu), but the attention itself is yours — scores, scale, mask, weights times "
+                    "values")
 BLOCK_TASK = ("this exercise asks you to write the forward pass yourself from ln1, attn, ln2 and ffn; compare "
               "with the library's method afterwards")
 
@@ -215,6 +223,7 @@ RECORDS = (
         answers=("prenorm_lib.rope:RotaryPositionalEmbedding",),
         also_withheld=("prenorm_lib.functional:apply_rope", *ROTATIONS, *ROPE_TABLE),  # and its cos/sin buffers
         refuses=frozenset({"prenorm_lib.rope.RotaryPositionalEmbedding"}),
+        refused_calls=_calls(*ROPE_CALLS),  # 3.2's roads to torch's rotation, the ONNX op among them
         task="this exercise asks you to write the module yourself"),
     ExerciseRecord(
         "6.5",
@@ -224,7 +233,8 @@ RECORDS = (
                        "prenorm_lib.functional:softmax_with_sink"),
         refuses=frozenset({"prenorm_lib.attention.MultiHeadSelfAttention",
                            "torch.nn.modules.activation.MultiheadAttention"}),
-        task="this exercise asks you to assemble attention from your Linear and RoPE"),
+        refused_calls=_calls(*FUSED_ATTENTION_CALLS),
+        task=NOTEBOOK_06_RULE),
     ExerciseRecord(
         "6.6",
         answers=("prenorm_lib.block:TransformerBlock.pre_norm_forward",),
@@ -236,6 +246,25 @@ RECORDS = (
         answers=("prenorm_lib.model:TransformerLM",),  # the library's side of the training comparison fails with it
         refuses=frozenset({"prenorm_lib.model.TransformerLM"}),
         task="this exercise asks you to assemble the model from your embedding, blocks and Linear"),
+    ExerciseRecord(
+        "6.8",
+        # measured, not written: torch's FlopCounterMode over the library's model answers by value
+        also_withheld=("prenorm_lib.lab.accounting:measured_flops", "prenorm_lib.lab.accounting:measured_parameters"),
+        refuses=frozenset({"prenorm_lib.lab.accounting.measured_flops",
+                           "prenorm_lib.lab.accounting.measured_parameters",
+                           "prenorm_lib.model.TransformerLM.num_parameters",
+                           "torch.utils.flop_counter.FlopCounterMode"}),
+        refused_calls=_calls(r"\bmeasured_(?:flops|parameters)\b", r"\bFlopCounterMode\b", r"\bflop_counter\b",
+                             r"\bnum_parameters\s*\(", r"\.numel\s*\(", r"\.parameters\s*\(", r"\bTransformerLM\s*\("),
+        task="this exercise asks you to count from the shapes alone, by hand; the next cell compares your numbers "
+             "with torch's FlopCounterMode"),
+    ExerciseRecord(
+        "6.9",
+        answers=("prenorm_lib.attention:MultiHeadSelfAttention.forward",),  # its cache and grouped heads
+        refuses=frozenset({"prenorm_lib.attention.MultiHeadSelfAttention",
+                           "torch.nn.modules.activation.MultiheadAttention"}),
+        refused_calls=_calls(*FUSED_ATTENTION_CALLS),
+        task=NOTEBOOK_06_RULE),
 )
 
 

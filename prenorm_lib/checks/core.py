@@ -275,7 +275,7 @@ def call_learner(exercise_id: str, fn: Callable[..., Any], *args: Any, arg_names
 
 def expect_trains(exercise_id: str, anchor: Any, module: Any, reference: Callable[..., torch.Tensor],
                   weights: Mapping[str, torch.Tensor], x: torch.Tensor, hint: str, lr: float = 0.5,
-                  after: torch.Tensor | None = None, atol: float | None = None) -> None:
+                  after: torch.Tensor | None = None, atol: float | None = None, rtol: float | None = None) -> None:
     """The learner's ``module`` learns like ``reference(x, **weights)``: checked from values, not reported facts.
 
     Whether a weight is an ``nn.Parameter`` that forward uses is something the learner's
@@ -297,7 +297,8 @@ def expect_trains(exercise_id: str, anchor: Any, module: Any, reference: Callabl
     got = call_learner(exercise_id, module, after, arg_names=("x",))
     with torch.no_grad():
         want = reference(after, **stepped)
-    expect_close(exercise_id, got, want, hint, **({} if atol is None else {"atol": atol}))
+    tolerances = {name: value for name, value in (("atol", atol), ("rtol", rtol)) if value is not None}
+    expect_close(exercise_id, got, want, hint, **tolerances)
 
 
 # --- the library's own copy is not an answer -----------------------------------------------

@@ -29,9 +29,9 @@ import torch
 from torch import nn
 
 __all__ = [
-    "buffers_of", "call_counts", "counted_parts", "error_facts", "facts_of", "gradient_step", "learner_source",
-    "library_origin", "load_projections", "load_state", "set_eval", "set_weight", "shares_weight",
-    "state_dict_of",
+    "buffers_of", "cached_keys_shape", "call_counts", "counted_parts", "error_facts", "facts_of", "gradient_step",
+    "input_gradient", "learner_source", "library_origin", "load_projections", "load_state", "set_eval", "set_train",
+    "set_weight", "shares_weight", "start_kv_cache", "state_dict_of", "stop_kv_cache", "submodule", "tensor_kinds",
 ]
 
 
@@ -273,3 +273,67 @@ def shares_weight(module: nn.Module, first: str, second: str) -> bool:
 def set_eval(module: nn.Module) -> None:
     """Put the learner's module in eval mode."""
     module.eval()
+
+
+# --- the contract of a 06 module: modes, the input's gradient, dtypes and devices, its parts -----
+
+
+def set_train(module: nn.Module) -> None:
+    """Put the learner's module in training mode, as every training loop does."""
+    module.train()
+
+
+def input_gradient(module: nn.Module, inputs: tuple, direction: torch.Tensor) -> torch.Tensor | str | None:
+    """The gradient of ``sum(module(*inputs) * direction)`` with respect to ``inputs[0]``, None if none reaches it,
+    or the text of the exception the learner's forward or backward raised.
+
+    The parameters' gradients it leaves behind are cleared, so a later gradient step starts clean.
+    """
+    x = inputs[0].detach().clone().requires_grad_(True)
+    try:
+        out = module(x, *inputs[1:])
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            (out * direction).sum().backward()
+    except Exception as exc:  # the learner's code may raise anything, forward or backward
+        return f"{type(exc).__name__}: {exc}"[:600]
+    finally:
+        for parameter in module.parameters():
+            parameter.grad = None
+    return None if x.grad is None else x.grad.detach().clone()
+
+
+def tensor_kinds(module: nn.Module) -> list[list[str]]:
+    """[name, dtype, device type, "parameter" | "buffer"] of every parameter and buffer."""
+    kinds = [[name, str(p.dtype), p.device.type, "parameter"] for name, p in module.named_parameters()]
+    return kinds + [[name, str(b.dtype), b.device.type, "buffer"] for name, b in module.named_buffers()]
+
+
+def submodule(module: nn.Module, path: str) -> Any:
+    """``module.<path>`` (dotted; ``layers.0.attn``), or None (a learner's submodule: a handle)."""
+    for part in path.split("."):
+        module = module[int(part)] if part.isdigit() and isinstance(module, nn.ModuleList | nn.Sequential) \
+            else getattr(module, part, None)
+        if module is None:
+            return None
+    return module
+
+
+# --- a KV cache in a learner's attention (6.9) ---------------------------------------------------
+
+
+def start_kv_cache(module: nn.Module) -> None:
+    """Give the learner's attention module an empty KV cache, as ``generation.kv_caching`` does."""
+    from prenorm_lib.attention import KVCache
+
+    module.kv_cache = KVCache()
+
+
+def stop_kv_cache(module: nn.Module) -> None:
+    """Take the KV cache away again."""
+    module.kv_cache = None
+
+
+def cached_keys_shape(module: nn.Module) -> list[int] | None:
+    """The shape of the keys in the module's KV cache, or None."""
+    keys = getattr(getattr(module, "kv_cache", None), "keys", None)
+    return [int(n) for n in keys.shape] if isinstance(keys, torch.Tensor) else None

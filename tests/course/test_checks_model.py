@@ -37,7 +37,7 @@ class MyLinear(nn.Module):
         else:
             nn.init.trunc_normal_(self.weight, std=std, a=-3 * std, b=3 * std)
         if m.get("bias"):
-            self.bias = nn.Parameter(torch.zeros(out_features))
+            self.bias = nn.Parameter(torch.zeros(out_features, device=device, dtype=dtype))
 
     def forward(self, x):
         out = x @ (self.weight if self.mistakes.get("transposed") else self.weight.T)
@@ -82,7 +82,7 @@ class MyRoPE(nn.Module):
         super().__init__()
         speeds = theta ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
         angles = torch.arange(max_seq_len, dtype=torch.float64)[:, None] * speeds
-        cos, sin = angles.cos().float(), angles.sin().float()
+        cos, sin = angles.cos().float().to(device), angles.sin().float().to(device)
         if self.mistakes.get("parameter"):
             self.cos, self.sin = nn.Parameter(cos), nn.Parameter(sin)
         elif self.mistakes.get("no_buffer"):
@@ -103,7 +103,8 @@ class MyRoPE(nn.Module):
             a, b = x[..., :half], x[..., half:]
             return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
         even, odd = x[..., 0::2], x[..., 1::2]
-        return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+        rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+        return rotated if m.get("float32_out") else rotated.to(x.dtype)
 
 
 class MyAttention(nn.Module):
@@ -112,9 +113,10 @@ class MyAttention(nn.Module):
     def __init__(self, d_model, num_heads, max_seq_len, theta, device=None, dtype=None):
         super().__init__()
         self.num_heads, self.d_head = num_heads, d_model // num_heads
-        self.q_proj, self.k_proj = MyLinear(d_model, d_model), MyLinear(d_model, d_model)
-        self.v_proj, self.output_proj = MyLinear(d_model, d_model), MyLinear(d_model, d_model)
-        self.rope = MyRoPE(theta, self.d_head, max_seq_len)
+        where = dict(device=device, dtype=dtype)
+        self.q_proj, self.k_proj = MyLinear(d_model, d_model, **where), MyLinear(d_model, d_model, **where)
+        self.v_proj, self.output_proj = MyLinear(d_model, d_model, **where), MyLinear(d_model, d_model, **where)
+        self.rope = None if theta is None else MyRoPE(theta, self.d_head, max_seq_len, device=device)
 
     def forward(self, x, token_positions=None):
         m = self.mistakes
@@ -127,7 +129,7 @@ class MyAttention(nn.Module):
 
         q, k, v = heads(self.q_proj(x)), heads(self.k_proj(x)), heads(self.v_proj(x))
         positions = token_positions if m.get("not_broadcast") else token_positions.unsqueeze(-2)
-        if not m.get("no_rope"):
+        if not m.get("no_rope") and self.rope is not None:
             q, k = self.rope(q, positions), self.rope(k, positions)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
         future = torch.ones(T, T, dtype=torch.bool).triu(1)
@@ -140,13 +142,14 @@ class MyBlock(nn.Module):
 
     def __init__(self, d_model, num_heads, d_ff, max_seq_len, theta, device=None, dtype=None):
         super().__init__()
-        self.ln1 = RMSNorm(d_model)
-        self.attn = MyAttention(d_model, num_heads, max_seq_len, theta)
+        where = dict(device=device, dtype=dtype)
+        self.ln1 = RMSNorm(d_model, **where)
+        self.attn = MyAttention(d_model, num_heads, max_seq_len, theta, **where)
         if self.mistakes.get("names"):
-            self.norm2 = RMSNorm(d_model)
+            self.norm2 = RMSNorm(d_model, **where)
         else:
-            self.ln2 = RMSNorm(d_model)
-        self.ffn = MySwiGLU(d_model, d_ff)
+            self.ln2 = RMSNorm(d_model, **where)
+        self.ffn = MySwiGLU(d_model, d_ff, **where)
 
     def forward(self, x, token_positions=None):
         m = self.mistakes
@@ -164,12 +167,13 @@ class MyLM(nn.Module):
                  device=None, dtype=None):
         super().__init__()
         m = self.mistakes
-        self.token_embeddings = MyEmbedding(vocab_size, d_model)
-        self.layers = nn.ModuleList(MyBlock(d_model, num_heads, d_ff, context_length, rope_theta)
+        where = dict(device=device, dtype=dtype)
+        self.token_embeddings = MyEmbedding(vocab_size, d_model, **where)
+        self.layers = nn.ModuleList(MyBlock(d_model, num_heads, d_ff, context_length, rope_theta, **where)
                                     for _ in range(num_layers))
         if not m.get("no_final_norm_module"):
-            self.ln_final = RMSNorm(d_model)
-        self.lm_head = MyLinear(d_model, vocab_size)
+            self.ln_final = RMSNorm(d_model, **where)
+        self.lm_head = MyLinear(d_model, vocab_size, **where)
         if m.get("tied"):
             self.lm_head.weight = self.token_embeddings.weight
 

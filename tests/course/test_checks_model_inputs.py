@@ -149,10 +149,11 @@ class LMWithTwoLayers(MyLM):
     (check.rope, RoPEWith16Positions, r"raised IndexError"),
     (check.rope, RoPEWithDk8, r"raised RuntimeError|shape"),
     (check.attention, AttentionWith3Heads, r"raised RuntimeError|differs from the library's"),
-    (check.attention, AttentionWithTheta10000, r"uses θ = 10000, not the theta argument"),
-    (check.block, BlockWithTheta10000, r"differs from the library's"),
+    (check.attention, AttentionWithTheta10000, r"uses θ = 10000, not the layer's theta argument"),
+    (check.block, BlockWithTheta10000, r"the error is in attn, your attention: the rotation uses θ = 10000"),
     (check.block, BlockWithDff40, r"ffn\.w1\.weight has shape \(40, \d+\)"),
-    (check.language_model, LMIgnoringRopeTheta, r"differs from the library's"),
+    (check.language_model, LMIgnoringRopeTheta, r"the error is in layers\.0\.attn, your attention: the rotation uses "
+                                                r"θ = 10000"),
     (check.language_model, LMIgnoringContextLength, r"raised IndexError"),
     (check.language_model, LMWithTwoLayers, r"missing layers\.2|unexpected layers\.1"),
 ], ids=lambda v: getattr(v, "__name__", None) if not isinstance(v, str) else "")

@@ -81,6 +81,7 @@ EXERCISED = {
     "class-bench": "tests/course/test_class_bench.py",
     "kernel-memory": "tests/course/test_class_bench.py",
     "nbgrader-export": "tests/course/test_nbgrader_export.py",  # make nbgrader-export, then nbgrader itself
+    "handout": "tests/course/test_handout_export.py",  # make handout FROM=… OUT=…, its interface tests run
 }
 
 
