@@ -179,12 +179,20 @@ def fragments(quotation: str) -> list[str]:
 
 
 def cited_papers(text: str, papers: list[Paper]) -> set[str]:
-    """Keys of the papers ``text`` names (by any of their names, word for word, or their arXiv id)."""
+    """Keys of the papers ``text`` names (by any of their names, word for word, or their arXiv id).
+
+    A name followed by another year than the paper's names another paper of the same author
+    ("Shazeer (2019)" is not Shazeer 2020), so it does not count for this one.
+    """
     found = set()
     for paper in papers:
-        marks = [*paper.names, paper.where]
-        if any(re.search(rf"(?<![\w-]){re.escape(mark)}(?![\w-])", text) for mark in marks if mark):
-            found.add(paper.key)
+        years = re.findall(r"(?:19|20)\d\d", paper.cite)
+        for mark in (m for m in (*paper.names, paper.where) if m):
+            for match in re.finditer(rf"(?<![\w-]){re.escape(mark)}(?![\w-])", text):
+                year = re.match(r"\s*,?\s*\(?((?:19|20)\d\d)", text[match.end():])
+                if not (year and years and year.group(1) != years[-1]):
+                    found.add(paper.key)
+                    break
     return found
 
 

@@ -94,3 +94,10 @@ def test_the_command_reports_and_fails(tmp_path, capsys):
     assert sources.main(["--root", str(root)]) == 1
     assert "We believe" in capsys.readouterr().out
     assert sources.main(["--root", str(tiny_course(tmp_path / "ok"))]) == 0
+
+
+def test_a_name_followed_by_another_year_is_another_paper():
+    shazeer = sources.Paper("shazeer2020", "Shazeer 2020", "GLU Variants", "arXiv 2002.05202", ["Shazeer"], [])
+    assert sources.cited_papers("as Shazeer (2020) found", [shazeer]) == {"shazeer2020"}
+    assert sources.cited_papers("Shazeer's table", [shazeer]) == {"shazeer2020"}
+    assert sources.cited_papers("multi-query attention (Shazeer 2019)", [shazeer]) == set()
