@@ -61,9 +61,11 @@ check: $(STAMP) not-every-exercise-passed-yet
 not-every-exercise-passed-yet: $(STAMP)
 	$(PY) -m prenorm_course.exercises check $(wildcard notebooks/exercises/$(NB)_*.ipynb)
 
-## Grade a folder of learner notebooks: make grade DIR=submissions/
+## Grade a folder of learner notebooks: make grade DIR=submissions/ (OUT=grades/ for the tables and feedback,
+## JOBS=4 notebooks at once, LEARNER="alice bob" to regrade some learners in OUT's tables)
 grade: $(STAMP)
-	$(PY) -m prenorm_course.exercises grade $(DIR)
+	$(PY) -m prenorm_course.exercises grade $(DIR) $(if $(OUT),--out $(OUT)) $(if $(JOBS),--jobs $(JOBS)) \
+	  $(addprefix --learner ,$(LEARNER))
 
 ## The grader's attacks, make check and make grade as a normal user, in a fresh clone with its own .venv
 ## (as root: as the account prenorm-learner, made if missing). Slow: it installs the requirements.

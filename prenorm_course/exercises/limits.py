@@ -42,12 +42,12 @@ class GradingLimits:
     replies: int = 4  # agent replies kept per check request (only the one with the nonce counts)
     # --- what the grader reads from a class folder ----------------------------------------------------------
     notebook_bytes: int = 100 * MiB  # one learner file (larger ones are not read)
-    notebook_json_objects: int = 200_000  # JSON objects in one notebook file (a million empty cells: ~2 GB parsed)
+    # JSON objects in one file: a course notebook has 104 … 434; a million empty cells parse to 2 GB
+    notebook_json_objects: int = 50_000
     learner_bytes: int = 200 * MiB  # all of one learner's files together (the rest are named, not read)
     learner_notebooks: int = 30  # notebooks graded per learner (five copies of each of six notebooks)
-    folder_depth: int = 8  # folder levels searched below the class folder
-    folder_entries: int = 100_000  # entries listed in the whole class folder
-    table_seconds: float = 2.0  # grades.md/grades.csv rewritten at most this often while grading (and at the end)
+    folder_depth: int = 8  # folder levels searched below the class folder (a learner's folder is level 1)
+    learner_entries: int = 10_000  # files and folders listed in one learner's folder
 
     @property
     def writable_bytes(self) -> int:

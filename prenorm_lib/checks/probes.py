@@ -224,13 +224,55 @@ class Counted:
         return getattr(self.module, attr)
 
 
-def counted_parts(sizes: list[int], state: dict[str, torch.Tensor], max_seq_len: int) -> tuple[Counted, ...]:
-    """The four submodules of a pre-norm block of these sizes and weights, each counting its calls."""
-    from prenorm_lib.block import TransformerBlock
+class StandIn(nn.Module):
+    """A submodule's place in a block, where the kernel has no library block to take it from.
 
-    block = TransformerBlock(*sizes, max_seq_len, norm="pre")
-    block.load_state_dict(state)
-    return tuple(Counted(name, getattr(block.eval(), name)) for name in BLOCK_PARTS)
+    A graded kernel whose library lacks the block's parts (Gradescope's container mode
+    withholds every assignment notebook's answers, RMSNorm and attention included) gets
+    these instead: distinct nonlinear maps of the same shapes, made from the same weights
+    (``state``), none of which is an exercise's answer. 5.1 and 5.2 ask for the wiring
+    alone, and a wrong wiring gives a different output through these as through the real ones.
+    """
+
+    def __init__(self, kind: str, state: dict[str, torch.Tensor], name: str):
+        super().__init__()
+        self.kind = kind
+        self.weights = {key.removeprefix(f"{name}."): value for key, value in state.items()
+                        if key.startswith(f"{name}.")}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weights
+        if self.kind == "norm":  # x scaled by its mean magnitude, then the gain: a norm's shape, not RMSNorm
+            return w["weight"] * x / (1 + x.abs().mean(-1, keepdim=True))
+        if self.kind == "mixer":  # each token reads the mean of the tokens up to it: causal, as attention is
+            steps = torch.arange(1, x.shape[-2] + 1, dtype=x.dtype).unsqueeze(-1)  # (T, 1)
+            return torch.tanh(x.cumsum(-2) / steps @ w["v_proj.weight"].T) @ w["output_proj.weight"].T
+        return torch.tanh(x @ w["w1.weight"].T) @ w["w2.weight"].T  # a two-layer network, not SwiGLU
+
+
+STAND_IN_KINDS = {"ln1": "norm", "attn": "mixer", "ln2": "norm", "ffn": "network"}
+
+
+def block_parts(sizes: list[int], state: dict[str, torch.Tensor], max_seq_len: int,
+                stand_ins: bool = False) -> tuple[str, tuple[nn.Module, ...]]:
+    """The four submodules of a pre-norm block with these sizes and weights: ``("library", parts)``, or,
+    where the library's block is withheld here (or ``stand_ins`` is asked for), ``("stand-in", parts)``."""
+    if not stand_ins:
+        try:
+            from prenorm_lib.block import TransformerBlock
+
+            block = TransformerBlock(*sizes, max_seq_len, norm="pre")
+            block.load_state_dict(state)
+            return "library", tuple(getattr(block.eval(), name) for name in BLOCK_PARTS)
+        except ImportError:  # a stub of a withheld piece
+            pass
+    return "stand-in", tuple(StandIn(STAND_IN_KINDS[name], state, name) for name in BLOCK_PARTS)
+
+
+def counted_parts(sizes: list[int], state: dict[str, torch.Tensor], max_seq_len: int) -> list:
+    """``[kind, *parts]`` as ``block_parts`` builds them here, each part counting its calls."""
+    kind, parts = block_parts(sizes, state, max_seq_len)
+    return [kind, *(Counted(name, part) for name, part in zip(BLOCK_PARTS, parts, strict=True))]
 
 
 def call_counts(*parts: Counted) -> list[int]:
