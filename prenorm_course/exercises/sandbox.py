@@ -624,8 +624,11 @@ def remove_leftovers(uid: int, shared: tuple[str, ...] = SHARED_FOLDERS) -> list
     ``uid`` is this kernel's: its processes are killed (by user, not by tree), then every entry
     it owns in a shared folder, or in a world-writable folder within them (to
     ``LEFTOVER_DEPTH`` levels), is removed without recursion. The next kernel finds nothing of
-    it. Returns what was removed.
+    it. Returns what was removed. ``uid`` must be a kernel's (``KERNEL_UID_BASE`` or above), never an account's.
     """
+    if uid < KERNEL_UID_BASE:
+        raise ValueError(f"user {uid} is not a kernel's user (those start at {KERNEL_UID_BASE}): its processes and "
+                         "files are not the grader's to remove")
     for _ in range(250):  # up to 5 s: a process may fork while being killed
         pids = _pids_of_user(uid)
         if not pids:

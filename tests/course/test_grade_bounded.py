@@ -22,6 +22,7 @@ from test_grade_folder_files import EXERCISES, NAME, _grade_within, graded, note
 from prenorm_course.exercises import grade, tables
 from prenorm_course.exercises.check import NotANotebook, parse_learner
 from prenorm_course.exercises.limits import LIMITS
+from prenorm_course.exercises.sandbox import _remove_tree
 
 
 def test_a_folder_a_thousand_deep_costs_only_its_own_learner(graded, tmp_path: Path):  # noqa: F811
@@ -37,11 +38,18 @@ def test_a_folder_a_thousand_deep_costs_only_its_own_learner(graded, tmp_path: P
             os.mkdir("d")
             os.chdir("d")
         Path(NAME).write_bytes(notebook_bytes(3))  # a notebook at the bottom is not searched for
+    except OSError:
+        os.chdir(here)
+        _remove_tree(deep / "d")
+        raise
     finally:
         os.chdir(here)
     (deep / NAME).write_bytes(notebook_bytes(2))  # one at the top is graded
 
-    table = _grade_within(folder, out)
+    try:
+        table = _grade_within(folder, out)
+    finally:  # pytest's own clean-up of tmp_path recurses, and would fail on a tree this deep
+        _remove_tree(deep / "d")
 
     assert table["good"] == dict.fromkeys(EXERCISES, "pass")
     assert table["deep"] == {"1.1": "pass", "1.2": "pass", "1.3": "hint"}
