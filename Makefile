@@ -12,7 +12,7 @@ EXERCISE_NOTEBOOKS := $(sort $(wildcard notebooks/exercises/[0-9][0-9]_*.ipynb))
 
 .PHONY: setup lab test lint unit nbval exercises-verify browser figures notebooks \
         exercises check not-every-exercise-passed-yet grade bench notebook-times site demo experiments experiment clean \
-        wheel wheel-check nbval-cpus drift-cpus attacks-as-user
+        wheel wheel-check nbval-cpus drift-cpus attacks-as-user hostile-class
 
 setup: $(STAMP)
 
@@ -66,6 +66,11 @@ not-every-exercise-passed-yet: $(STAMP)
 grade: $(STAMP)
 	$(PY) -m prenorm_course.exercises grade $(DIR) $(if $(OUT),--out $(OUT)) $(if $(JOBS),--jobs $(JOBS)) \
 	  $(addprefix --learner ,$(LEARNER))
+
+## A class graded beside one hostile learner (deep folders, thousands of files, sparse files, a million cells,
+## cells at the time limit, CPU hogs): every other row right, and the time with and without them (N=30 learners).
+hostile-class: $(STAMP)
+	PRENORM_HOSTILE_CLASS=$(or $(N),30) $(BIN)/pytest -q -s -p no:cacheprovider tests/course/test_hostile_class.py
 
 ## The grader's attacks, make check and make grade as a normal user, in a fresh clone with its own .venv
 ## (as root: as the account prenorm-learner, made if missing). Slow: it installs the requirements.

@@ -43,6 +43,7 @@ from prenorm_lib.checks.core import (
     probe,
     refuse_library_calls,
     refuse_library_object,
+    refuse_library_ops,
 )
 from prenorm_lib.checks.probes import MODULE_CLASS, load_projections
 
@@ -188,6 +189,7 @@ def stable_softmax(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
             dtype_hint=f"return x's dtype [case: {name}]",
         )
     refuse_library_calls(SOFTMAX, fn, EXERCISES[SOFTMAX].refused_calls, EXERCISES[SOFTMAX].task)
+    refuse_library_ops(SOFTMAX, fn, (x, dim), EXERCISES[SOFTMAX].refused_ops, EXERCISES[SOFTMAX].task)
     passed(SOFTMAX, "softmax matches torch.softmax on 7 cases (any dim, a −inf entry, rows of logits near −1000 "
            "and near +1000, float16 and float64)")
 
@@ -307,6 +309,7 @@ def attention(fn: Callable) -> None:
             dtype_hint=f"return Q's dtype [case: {name}]",
         )
     refuse_library_calls(SDPA, fn, EXERCISES[SDPA].refused_calls, EXERCISES[SDPA].task)
+    refuse_library_ops(SDPA, fn, (Q, K, V, mask), EXERCISES[SDPA].refused_ops, EXERCISES[SDPA].task)
     passed(SDPA, "attention matches softmax(Q Kᵀ/√d_k) V on 3 cases (no mask, the causal mask over heads, a random "
            "mask with n_queries ≠ n_keys)")
 
@@ -519,6 +522,7 @@ def causal_self_attention(cls: type) -> None:
     expect_trains(MHSA, cls, module, lambda x, **w: _mhsa(x, w, torch.arange(x.shape[-2]), layer).to(x.dtype),
                   weights, x, TRAINS_HINT, lr=TRAINS_LR)
     refuse_library_calls(MHSA, cls, EXERCISES[MHSA].refused_calls, EXERCISES[MHSA].task)
+    refuse_library_ops(MHSA, module, (x,), EXERCISES[MHSA].refused_ops, EXERCISES[MHSA].task)
     passed(MHSA, "causal multi-head attention with RoPE matches for drawn heads, widths, contexts and rope_theta, "
            "with default and given positions; q_proj, k_proj, v_proj, output_proj are (d_model, d_model) and "
            "bias-free")

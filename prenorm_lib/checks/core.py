@@ -52,7 +52,7 @@ from prenorm_lib.checks.remote import KernelProblem, LearnerError, RemoteObject
 __all__ = [
     "Hint", "NotDone", "call_learner", "dense_tensor", "describe", "exercise", "expect", "expect_choice",
     "expect_close", "expect_trains", "finite_number", "fresh_generator", "number_hint", "object_facts", "passed",
-    "probe", "refuse_library_calls", "refuse_library_object", "todo",
+    "probe", "refuse_library_calls", "refuse_library_object", "refuse_library_ops", "todo",
 ]
 
 
@@ -348,6 +348,27 @@ def refuse_library_calls(exercise_id: str, obj: Any, pattern: re.Pattern[str], t
         called = re.sub(r"\s+", "", match.group(0)).rstrip("(")
         raise Hint(exercise_id, f"your code calls `{called}`, the library's own implementation — {task}"
                                 f"{_reported(obj, 'the source')}")
+
+
+def refuse_library_ops(exercise_id: str, obj: Any, args: Sequence[Any], pattern: re.Pattern[str] | None,
+                       task: str) -> None:
+    """Hint if calling ``obj(*args)`` runs a torch function or operator that ``pattern`` names.
+
+    The call runs once more where ``obj`` lives, under a record of what it runs
+    (``probes.traced_ops``: torch functions, dispatcher operators, torch's Python functions);
+    so a name the source never spells (a string, an alias, ``torch.ops.aten``, a class of
+    torch, a decoy ``__wrapped__``) is seen as what it is. A lint like the others: the record
+    is made in the learner's kernel, which could be patched to hide it, and it can only fail
+    a check.
+    """
+    if pattern is None:
+        return
+    names = probe(obj, probes.traced_ops, obj, list(args))
+    hit = next((name for name in names if isinstance(name, str) and pattern.search(name)), None) \
+        if isinstance(names, list) else None
+    if hit is not None:
+        raise Hint(exercise_id, f"your code runs torch's `{hit}`, a ready-made implementation — {task}"
+                                f"{_reported(obj, 'the operators')}")
 
 
 # --- comparing answers -------------------------------------------------------------------

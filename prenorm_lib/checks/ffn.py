@@ -31,6 +31,7 @@ from prenorm_lib.checks.core import (
     passed,
     refuse_library_calls,
     refuse_library_object,
+    refuse_library_ops,
 )
 from prenorm_lib.ffn import swiglu_hidden_dim
 
@@ -164,6 +165,7 @@ def silu(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
                      dtype_hint="use tensor operations only (torch.exp, torch.sigmoid, *, /): they keep the dtype.")
     # Checked last, once the values are right: a wrong answer gets the hint about its values first.
     refuse_library_calls(ex, fn, EXERCISES[ex].refused_calls, EXERCISES[ex].task)
+    refuse_library_ops(ex, fn, (grid,), EXERCISES[ex].refused_ops, EXERCISES[ex].task)
     passed(ex, "silu matches x·σ(x) on a grid, on batches, in float16/float64, and stays finite out to |x| = 1000")
 
 

@@ -31,7 +31,7 @@ from torch import nn
 __all__ = [
     "buffers_of", "call_counts", "counted_parts", "error_facts", "facts_of", "gradient_step", "learner_source",
     "library_origin", "load_projections", "load_state", "set_eval", "set_weight", "shares_weight",
-    "state_dict_of",
+    "state_dict_of", "traced_ops",
 ]
 
 
@@ -119,6 +119,68 @@ def learner_source(obj: Any) -> str:
         members = (getattr(m, "__func__", getattr(m, "fget", m)) for m in vars(target).values())
         source = "\n".join(filter(None, (_source_of(m) for m in members if inspect.isfunction(m))))
     return source[:100_000]
+
+
+# --- what a call runs: the lint that watches instead of reading ---------------------------------
+
+TRACE_NAMES = 5000  # names kept from one traced call
+
+
+def traced_ops(fn: Any, args: list, kwargs: dict | None = None) -> list[str]:
+    """The torch functions and operators one call ``fn(*args, **kwargs)`` runs, by name, sorted.
+
+    Three records of the same call, all kept: every torch function and ``Tensor`` method
+    it calls (a ``TorchFunctionMode``: ``torch.rms_norm``, ``aten.rms_norm`` through
+    ``torch.ops``, ``torch.nn.functional.softmax``), every operator that reaches the dispatcher
+    (a ``TorchDispatchMode``: ``aten._softmax``, ``aten.native_layer_norm``, higher-order
+    operators such as ``flex_attention``), and every Python function of torch that the
+    learner's own code enters (``torch.distributions.categorical.Categorical.__init__``,
+    ``torch._decomp.decompositions._fused_rms_norm``). A name reached by a string, an alias,
+    a decoy ``__wrapped__`` or a class of torch is recorded as what it is. A call that raises
+    under the record (compiled code refuses to run under a mode) keeps what it ran so far, and
+    ``!`` and the exception's type. The checker decides what the names mean.
+    """
+    from torch.overrides import TorchFunctionMode, resolve_name
+    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+    names: set[str] = set()
+
+    class Functions(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            names.add(resolve_name(func) or getattr(func, "__qualname__", None) or repr(func)[:200])
+            return func(*args, **(kwargs or {}))
+
+    class Operators(TorchDispatchMode):
+        supports_higher_order_operators = True
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            packet = getattr(func, "overloadpacket", None)
+            names.add(f"aten.{packet.__name__}" if packet is not None else str(getattr(func, "__name__", func)))
+            if packet is None:  # a higher-order operator: it runs its own body, unrecorded past this point
+                with _disable_current_modes():
+                    return func(*args, **(kwargs or {}))
+            return func(*args, **(kwargs or {}))
+
+    def entered(frame: Any, event: str, arg: Any) -> None:  # a torch function entered from outside torch
+        if event != "call" or frame.f_back is None or frame.f_code.co_name == "<module>":  # imports are not calls
+            return
+        caller = frame.f_back.f_globals.get("__name__", "")
+        if frame.f_globals.get("__name__", "").startswith("torch") and not caller.startswith(("torch", __name__)):
+            names.add(f"{frame.f_globals['__name__']}.{frame.f_code.co_qualname}")
+
+    before = sys.getprofile()
+    with Functions(), Operators():
+        sys.setprofile(entered)
+        try:
+            fn(*args, **(kwargs or {}))
+        except Exception as exc:  # the learner's code, or torch refusing to run under a mode
+            names.add(f"!{type(exc).__name__}")
+        finally:
+            sys.setprofile(before)
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None and any(name.startswith("!") for name in names):
+        dynamo.reset()  # code compiled under the record (flex attention) must not stay broken after it
+    return sorted(names)[:TRACE_NAMES]
 
 
 # --- an exception, in words a hint can quote ---------------------------------------------------

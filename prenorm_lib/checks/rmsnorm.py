@@ -38,6 +38,7 @@ from prenorm_lib.checks.core import (
     probe,
     refuse_library_calls,
     refuse_library_object,
+    refuse_library_ops,
 )
 from prenorm_lib.checks.probes import MODULE_CLASS, PARAMETER_CLASS, set_weight
 
@@ -233,6 +234,7 @@ def rms_norm(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]) ->
             shape_hint="the output must have the input's shape; keep the reduced dimension (keepdim=True)",
         )
     refuse_library_calls(KERNEL, fn, KERNEL_RECORD.refused_calls, KERNEL_RECORD.task)
+    refuse_library_ops(KERNEL, fn, (x, weight, eps), KERNEL_RECORD.refused_ops, KERNEL_RECORD.task)
     passed(KERNEL, "matches RMSNorm on float32 batches, a tiny and an all-zero row, a custom eps, fp16 and bf16")
 
 
@@ -391,6 +393,7 @@ def rms_norm_module(cls: type) -> None:
     expect_trains(MODULE, cls, module, lambda x, weight: functional.rms_norm(x, weight), {"weight": gain}, x,
                   "after one gradient step the output is wrong — self.weight must be the nn.Parameter forward uses")
     refuse_library_calls(MODULE, cls, MODULE_RECORD.refused_calls, MODULE_RECORD.task)
+    refuse_library_ops(MODULE, module, (x,), MODULE_RECORD.refused_ops, MODULE_RECORD.task)
     passed(MODULE, "gain is a Parameter of ones with the right shape, dtype and device; forward uses weight and eps")
 
 

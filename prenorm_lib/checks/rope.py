@@ -28,6 +28,7 @@ from prenorm_lib.checks.core import (
     passed,
     refuse_library_calls,
     refuse_library_object,
+    refuse_library_ops,
 )
 
 # ---------------------------------------------------------------------------
@@ -256,6 +257,7 @@ def rotate_pairs(rotate: Callable) -> None:
             dtype_hint=f"return x's dtype [case: {name}]: cast cos and sin to x.dtype before multiplying",
         )
     refuse_library_calls(ex, rotate, EXERCISES[ex].refused_calls, EXERCISES[ex].task)
+    refuse_library_ops(ex, rotate, (x, cos, sin), EXERCISES[ex].refused_ops, EXERCISES[ex].task)
     passed(ex, "interleaved rotation matches in 4 cases (heads, packing, one pair, float16)")
 
 

@@ -98,6 +98,13 @@ def pre_norm(x, ln1, attn, ln2, ffn_):
     return h + ffn_(ln2(h))
 
 
+def stable_softmax(x, dim):
+    """The softmax written out (torch's own meets the operator lint), in float32 unless x is float64."""
+    wide = x if x.dtype == torch.float64 else x.float()
+    e = torch.exp(wide - wide.amax(dim=dim, keepdim=True))
+    return (e / e.sum(dim=dim, keepdim=True)).to(x.dtype)
+
+
 def post_norm(x, ln1, attn, ln2, ffn_):
     z = ln1(x + attn(x))
     return ln2(z + ffn_(z))
@@ -146,7 +153,7 @@ NEAR_MISSES = {
     "2.2": (ffn.swiglu, lambda kind: near_function(functional.swiglu, kind)),
     "3.1": (rope.cos_sin_cache, near_cache),
     "3.2": (rope.rotate_pairs, lambda kind: near_function(functional.apply_rope, kind)),
-    "4.1": (attention.stable_softmax, lambda kind: near_function(torch.softmax, kind)),
+    "4.1": (attention.stable_softmax, lambda kind: near_function(stable_softmax, kind)),
     "4.3": (attention.attention, lambda kind: near_function(sdpa, kind)),
     "4.4": (attention.causal_self_attention, near_attention_layer),
     "5.1": (block.pre_norm_forward, lambda kind: near_function(pre_norm, kind)),
@@ -237,6 +244,10 @@ def lints_off(monkeypatch) -> None:
         return ""
 
     monkeypatch.setattr(probes, "learner_source", learner_source)
+    def traced_ops(fn, args, kwargs=None):  # nothing ran, it says
+        return []
+
+    monkeypatch.setattr(probes, "traced_ops", traced_ops)
     monkeypatch.setattr(core, "_changed_inputs", lambda sent, pristine: False)
     monkeypatch.setattr(remote.Learner, "_changed", lambda self, after, sent: [])
 

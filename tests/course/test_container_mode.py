@@ -143,7 +143,7 @@ def my_rms_norm(x, weight, eps=1e-5):
 FIND = '''# Exercise 6.1: Linear
 import os
 leak = open("/tmp/prenorm-leak").read() if os.path.exists("/tmp/prenorm-leak") else "none"
-class Linear(nn.Module):
+class MyLinear(nn.Module):
     def __init__(self, in_features, out_features, device=None, dtype=None):
         raise RuntimeError(f"leak={leak}")
 '''
