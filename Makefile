@@ -12,7 +12,7 @@ EXERCISE_NOTEBOOKS := $(sort $(wildcard notebooks/exercises/[0-9][0-9]_*.ipynb))
 
 .PHONY: setup lab test lint unit nbval exercises-verify browser figures notebooks \
         exercises check not-every-exercise-passed-yet grade bench notebook-times site demo experiments experiment clean \
-        wheel wheel-check nbval-cpus drift-cpus attacks-as-user hostile-class
+        wheel wheel-check nbval-cpus drift-cpus attacks-as-user hostile-class false-hints
 
 setup: $(STAMP)
 
@@ -66,6 +66,12 @@ not-every-exercise-passed-yet: $(STAMP)
 grade: $(STAMP)
 	$(PY) -m prenorm_course.exercises grade $(DIR) $(if $(OUT),--out $(OUT)) $(if $(JOBS),--jobs $(JOBS)) \
 	  $(addprefix --learner ,$(LEARNER))
+
+## No false hints: correct answers in several forms checked over DRAWS drawn inputs per checker (default 20000);
+## every checker must read 0 (ONLY="1.1 4.1" for some, SEED= for other draws).
+false-hints: $(STAMP)
+	$(PY) -m prenorm_course.exercises.false_hints $(if $(DRAWS),--draws $(DRAWS)) $(if $(SEED),--seed $(SEED)) \
+	  $(if $(ONLY),--only $(ONLY))
 
 ## A class graded beside one hostile learner (deep folders, thousands of files, sparse files, a million cells,
 ## cells at the time limit, CPU hogs): every other row right, and the time with and without them (N=30 learners).

@@ -33,6 +33,7 @@ from prenorm_lib.checks.core import (
     exercise,
     expect,
     expect_close,
+    expect_input_gradients,
     fresh_generator,
     passed,
     probe,
@@ -146,6 +147,12 @@ def _check_block(
             expect_close(ex, got, want, f"the output differs from {formula} for {label}{detail}",
                          shape_hint="a block maps (..., T, d_model) to the same shape.",
                          dtype_hint="keep the input's dtype: add tensors, don't convert them.")
+    # the stream's gradient: a residual added from a detached copy of x is right in its values, and stops
+    # training at that block
+    block = _test_block()
+    x = torch.randn(2, 5, block.ln1.weight.shape[0], generator=fresh_generator())
+    counted, parts = _parts_for(fn, block)
+    expect_input_gradients(ex, fn, (x, *counted), lambda x, *_: reference(x, *parts), BLOCK_ARGS)
 
 
 # ---------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from torch import nn
 __all__ = [
     "buffers_of", "call_counts", "counted_parts", "error_facts", "facts_of", "gradient_step", "learner_source",
     "library_origin", "load_projections", "load_state", "set_eval", "set_weight", "shares_weight",
-    "state_dict_of", "traced_ops",
+    "input_gradients", "set_training", "state_dict_of", "to_dtype", "traced_ops",
 ]
 
 
@@ -127,38 +127,28 @@ TRACE_NAMES = 5000  # names kept from one traced call
 
 
 def traced_ops(fn: Any, args: list, kwargs: dict | None = None) -> list[str]:
-    """The torch functions and operators one call ``fn(*args, **kwargs)`` runs, by name, sorted.
+    """The torch functions one call ``fn(*args, **kwargs)`` runs, by name, sorted.
 
-    Three records of the same call, all kept: every torch function and ``Tensor`` method
-    it calls (a ``TorchFunctionMode``: ``torch.rms_norm``, ``aten.rms_norm`` through
-    ``torch.ops``, ``torch.nn.functional.softmax``), every operator that reaches the dispatcher
-    (a ``TorchDispatchMode``: ``aten._softmax``, ``aten.native_layer_norm``, higher-order
-    operators such as ``flex_attention``), and every Python function of torch that the
-    learner's own code enters (``torch.distributions.categorical.Categorical.__init__``,
-    ``torch._decomp.decompositions._fused_rms_norm``). A name reached by a string, an alias,
-    a decoy ``__wrapped__`` or a class of torch is recorded as what it is. A call that raises
+    Two records of the same call, both kept: every torch function, ``Tensor`` method and
+    ``torch.ops`` operator it calls (a ``TorchFunctionMode``: ``torch.rms_norm``,
+    ``aten.rms_norm``, ``torch.nn.functional.softmax`` inside ``Categorical(...).probs``), and
+    every Python function of torch that the learner's own code enters (a profile hook:
+    ``torch.nn.attention.flex_attention.flex_attention``,
+    ``torch._decomp.decompositions._fused_rms_norm``). A name reached by a string, an alias, a
+    decoy ``__wrapped__`` or a class of torch is recorded as what it is. A call that raises
     under the record (compiled code refuses to run under a mode) keeps what it ran so far, and
     ``!`` and the exception's type. The checker decides what the names mean.
+
+    Not a ``TorchDispatchMode`` too: its first use imports torch's compiler (seconds per
+    kernel), and the functions above already name every road the lint refuses.
     """
     from torch.overrides import TorchFunctionMode, resolve_name
-    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
     names: set[str] = set()
 
     class Functions(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             names.add(resolve_name(func) or getattr(func, "__qualname__", None) or repr(func)[:200])
-            return func(*args, **(kwargs or {}))
-
-    class Operators(TorchDispatchMode):
-        supports_higher_order_operators = True
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            packet = getattr(func, "overloadpacket", None)
-            names.add(f"aten.{packet.__name__}" if packet is not None else str(getattr(func, "__name__", func)))
-            if packet is None:  # a higher-order operator: it runs its own body, unrecorded past this point
-                with _disable_current_modes():
-                    return func(*args, **(kwargs or {}))
             return func(*args, **(kwargs or {}))
 
     def entered(frame: Any, event: str, arg: Any) -> None:  # a torch function entered from outside torch
@@ -169,14 +159,14 @@ def traced_ops(fn: Any, args: list, kwargs: dict | None = None) -> list[str]:
             names.add(f"{frame.f_globals['__name__']}.{frame.f_code.co_qualname}")
 
     before = sys.getprofile()
-    with Functions(), Operators():
+    with Functions():
         sys.setprofile(entered)
         try:
             fn(*args, **(kwargs or {}))
         except Exception as exc:  # the learner's code, or torch refusing to run under a mode
             names.add(f"!{type(exc).__name__}")
         finally:
-            sys.setprofile(before)
+            sys.setprofile(before if callable(before) else None)  # a profiler in C (cProfile) cannot be put back
     dynamo = sys.modules.get("torch._dynamo")
     if dynamo is not None and any(name.startswith("!") for name in names):
         dynamo.reset()  # code compiled under the record (flex attention) must not stay broken after it
@@ -265,6 +255,37 @@ def load_projections(module: nn.Module, weights: dict[str, torch.Tensor]) -> Non
     with torch.no_grad():
         for name, value in weights.items():
             getattr(module, name).weight.copy_(value)
+
+
+def input_gradients(fn: Any, args: list, direction: torch.Tensor) -> list:
+    """The gradient of ``sum(fn(*args) · direction)`` with respect to each floating-point tensor in ``args``.
+
+    Each such argument is a fresh leaf that requires grad; an argument the output does not
+    depend on through autograd (a ``detach``, a computation under ``no_grad``, a copy made
+    with ``.data``) gets None. Other arguments are passed as they are, and get None too.
+    """
+    leaves = [a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point()
+              else a for a in args]
+    try:
+        with torch.enable_grad():
+            out = fn(*leaves)
+            if not (isinstance(out, torch.Tensor) and out.requires_grad and out.shape == direction.shape):
+                return [None] * len(args)
+            tensors = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
+            grads = iter(torch.autograd.grad((out * direction.to(out.dtype)).sum(), tensors, allow_unused=True))
+    except Exception as exc:  # the learner's code, forward or backward: said in words, never a crash of the check
+        return {"raised": error_facts(exc)}
+    return [next(grads) if isinstance(a, torch.Tensor) and a.requires_grad else None for a in leaves]
+
+
+def set_training(module: nn.Module, training: bool) -> None:
+    """Put a learner's module in training (``True``) or eval mode."""
+    module.train(training)
+
+
+def to_dtype(module: nn.Module, dtype: torch.dtype) -> None:
+    """Convert a learner's module's parameters and buffers to ``dtype`` (``module.to(dtype)``)."""
+    module.to(dtype)
 
 
 # --- the submodules handed to a learner's block (5.1, 5.2), counting their calls ---------------
