@@ -14,17 +14,30 @@ EXERCISE_NOTEBOOKS := $(sort $(wildcard notebooks/exercises/[0-9][0-9]_*.ipynb))
         exercises check not-every-exercise-passed-yet grade bench notebook-times site demo experiments experiment clean \
         wheel wheel-check nbval-cpus drift-cpus attacks-as-user hostile-class false-hints
 
+## torch's build. On Linux without an NVIDIA GPU (no nvidia-smi) pip also looks in PyTorch's CPU index, whose
+## 2.13.0+cpu satisfies the pin torch==2.13.0 and wins over PyPI's 2.13.0, the CUDA build (several GB more).
+## The index is tried first (10 s); if it cannot be reached, setup says so and pip uses only its own
+## indexes and find-links (pip would otherwise retry it for every package). TORCH_INDEX= (empty) takes
+## pip's default; on macOS and Windows PyPI's torch is a CPU build already.
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?= $(if $(filter Linux,$(shell uname -s)),$(if $(shell command -v nvidia-smi),,$(TORCH_CPU_INDEX)))
+
 setup: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	index="$(TORCH_INDEX)"; \
+	if [ -n "$$index" ] && ! $(PY) -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=10)' \
+	     "$$index" 2>/dev/null; then \
+	  echo "setup: PyTorch's CPU index $$index cannot be reached; torch comes from pip's other indexes" \
+	       "(on Linux PyPI's is the CUDA build)"; index=""; fi; \
+	$(PY) -m pip install --quiet $${index:+--extra-index-url "$$index"} -r requirements.txt
 	touch $(STAMP)
 
-## Open the course in JupyterLab.
+## Open the course in JupyterLab, at the exercise notebooks (the solutions are one folder up, in notebooks/).
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(BIN)/jupyter lab notebooks/ --LabApp.default_url=/lab/tree/exercises $(if $(filter 0,$(shell id -u)),--allow-root)
 
 ## Everything CI checks: lint, unit tests, every notebook under nbval, the exercise loop, the browser.
 test: $(STAMP) lint unit nbval exercises-verify browser
@@ -160,12 +173,39 @@ drift-cpus: $(STAMP)
 gradescope: $(STAMP)
 	$(PY) -m prenorm_course.gradescope build dist/gradescope-autograder.zip $(if $(NB),--notebooks $(NB))
 
-## A class on this server, as root (README "Teaching a class"): make the hub folder, then run JupyterHub on it.
-HUB_DIR  ?= /srv/prenorm-hub
-HUB_PORT ?= 8000
+## A class on this server, as root (docs/teaching.md): make hub prepares the hub folder and starts JupyterHub
+## in the background (it outlives your terminal); hub-status, hub-restart (keeps learners' servers), hub-stop.
+## MEMORY and CPUS per learner, CULL_IDLE seconds before an idle server is stopped.
+HUB_DIR   ?= /srv/prenorm-hub
+HUB_PORT  ?= 8000
+HUB_IP    ?= 127.0.0.1
+MEMORY    ?= 2G
+CPUS      ?= 1
+CULL_IDLE ?= 3600
+HUB_ARGS = --dir $(HUB_DIR) --ip $(HUB_IP) --port $(HUB_PORT) --memory $(MEMORY) --cpus $(CPUS) --cull-idle $(CULL_IDLE)
+.PHONY: hub-stop hub-status hub-restart class-bench kernel-memory nbgrader-export
 hub: $(STAMP)
-	$(PY) -m prenorm_course.hub prepare --dir $(HUB_DIR)
-	$(PY) -m prenorm_course.hub serve --dir $(HUB_DIR) --port $(HUB_PORT)
+	$(PY) -m prenorm_course.hub start $(HUB_ARGS)
+hub-restart: $(STAMP)
+	$(PY) -m prenorm_course.hub restart $(HUB_ARGS)
+hub-stop: $(STAMP)
+	$(PY) -m prenorm_course.hub stop --dir $(HUB_DIR)
+hub-status: $(STAMP)
+	$(PY) -m prenorm_course.hub status --dir $(HUB_DIR)
+
+## How many learners the hub holds: N learners log in through the form at once, pull, run notebook 01
+## and save (make class-bench N=20, as root; it makes its own hub folder and accounts, and removes them).
+N ?= 8
+class-bench: $(STAMP)
+	$(PY) -m prenorm_course.hub.class_bench --learners $(N)
+
+## Peak memory of a kernel running each notebook top to bottom, and the sizing table built from it.
+kernel-memory: $(STAMP)
+	$(PY) -m prenorm_course.hub.class_bench --kernel-memory
+
+## The exercises as nbgrader source notebooks (dist/nbgrader/source/<assignment>/), for teachers who grade with nbgrader.
+nbgrader-export: $(STAMP)
+	$(PY) -m prenorm_course.nbgrader_export dist/nbgrader
 
 clean:
 	rm -rf $(VENV) _site .pytest_cache build

@@ -33,18 +33,47 @@ CONFIG_NAME = "gradescope.json"
 VENV = "/autograder/venv"
 SKIPPED = {"__pycache__", ".ipynb_checkpoints"}
 
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 SETUP_SH = f"""#!/usr/bin/env bash
-# Gradescope runs this once, as root, when it builds the autograder's image.
+# Gradescope runs this once, as root, when it builds the autograder's image. Its newest base image is
+# Ubuntu 22.04, whose python3 is 3.10; the course's pins (numpy 2.4, scipy 1.17) need Python 3.11 or newer.
 set -euo pipefail
 cd /autograder/source
-# Learner kernels run in bubblewrap; where the container does not let it start, run_autograder says so.
-if ! command -v bwrap >/dev/null 2>&1; then
-  apt-get install -y -qq bubblewrap >/dev/null
+export DEBIAN_FRONTEND=noninteractive
+new_enough() {{ "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }}
+PYTHON=${{PYTHON:-}}
+if [ -z "$PYTHON" ] && command -v python3 >/dev/null 2>&1 && new_enough python3; then
+  PYTHON=$(command -v python3)
 fi
-PYTHON=${{PYTHON:-$(command -v python3.11 || command -v python3)}}
-"$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11), "the course needs Python >= 3.11, got " + sys.version'
+packages=()
+# Learner kernels run in bubblewrap; where the container does not let it start, run_autograder says so.
+command -v bwrap >/dev/null 2>&1 || packages+=(bubblewrap)
+if [ -z "$PYTHON" ]; then
+  # The image's python3 is older (Ubuntu 22.04: 3.10): the distribution's own python3.11 and its venv module.
+  echo "python3 is $(python3 --version 2>&1 || echo missing); installing python3.11 and python3.11-venv with apt"
+  packages+=(python3.11 python3.11-venv)
+  PYTHON=/usr/bin/python3.11
+elif ! "$PYTHON" -c 'import ensurepip' >/dev/null 2>&1; then
+  # Debian and Ubuntu ship the venv module apart from the interpreter.
+  packages+=("python3.$("$PYTHON" -c 'import sys; print(sys.version_info.minor)')-venv")
+fi
+if [ ${{#packages[@]}} -gt 0 ]; then
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends --no-upgrade "${{packages[@]}}" >/dev/null
+fi
+if ! new_enough "$PYTHON"; then
+  echo "$PYTHON is $("$PYTHON" --version 2>&1): the course needs Python 3.11 or newer" >&2; exit 1
+fi
+echo "grading runs on $("$PYTHON" --version 2>&1) ($PYTHON)"
 "$PYTHON" -m venv {VENV}
+# torch first, as PyTorch's CPU-only wheel (2.13.0+cpu, about 200 MB) from PyTorch's own index: PyPI's Linux
+# wheel of the same version is the CUDA build, several GB. Where that index cannot be reached, pip says so
+# and takes torch from its other sources: a CPU wheel where its configuration points to one, else PyPI's CUDA build.
+{VENV}/bin/python -m pip install --quiet --retries 1 --no-deps --index-url {TORCH_CPU_INDEX} \\
+  "$(grep '^torch==' requirements.txt)" \\
+  || echo "PyTorch's CPU index {TORCH_CPU_INDEX} could not be reached: torch comes from pip's other sources"
 {VENV}/bin/python -m pip install --quiet -r requirements.txt
+{VENV}/bin/python -c 'import torch; print("torch", torch.__version__, "(CUDA)" if torch.version.cuda else "(CPU)")'
 # The course's library is not installed here: learner code may read this venv, and the grader runs
 # from /autograder/source (root's alone while grading), its kernels import their withheld copy.
 chmod 0700 /autograder/source

@@ -5,10 +5,11 @@ editable checkout, then the library from the checkout, as ``make wheel-check`` i
 it), made with an interpreter every learner can run (a checkout's own ``.venv`` may
 live in root's home, which learners cannot enter). ``HUB/node`` holds
 ``configurable-http-proxy`` from the npm registry (``npm install --prefix``, nothing
-global). ``HUB/course.git`` is a bare repository holding the checkout's commit
-as its branch ``main``: the repository the nbgitpuller link names (``file://``; the same
-link works with the course's public git URL). ``HUB/state`` (mode 0700) holds the hub's database, cookie secret and the
-teacher's API token.
+global). ``HUB/class.git`` is a bare repository holding what learners receive
+(:mod:`.distribution`: exercise notebooks and figures, never a solution) as its branch
+``main``: the repository the nbgitpuller link names (``file://``). ``HUB/glue`` holds the
+hub's spawner (:mod:`.spawner`). ``HUB/state`` (mode 0700) holds the hub's database, cookie
+secret, the teacher's API token and the hub's log.
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ import tempfile
 from pathlib import Path
 
 from prenorm_course.gradescope.autograder_zip import pinned_requirements
+from prenorm_course.hub import accounts, distribution
+from prenorm_course.hub.config import GLUE
 
 PROXY_PACKAGE = "configurable-http-proxy@5.3.0"
-BRANCH = "main"  # the course's branch in the hub's repository, whatever the checkout's is
+BRANCH = distribution.BRANCH  # the learners' branch in the hub's repository
+REPOSITORY = "class.git"  # the learners' repository in the hub folder
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -74,16 +78,18 @@ def prepare(root: Path, hub: Path, python: Path | None = None, log=print) -> Non
     if not (hub / "node" / "node_modules" / ".bin" / "configurable-http-proxy").exists():
         log(f"installing {PROXY_PACKAGE} from the npm registry")
         _run(["npm", "install", "--prefix", str(hub / "node"), "--no-audit", "--no-fund", "--silent", PROXY_PACKAGE])
-    bare = hub / "course.git"
-    if not bare.exists():
-        _run(["git", "init", "--quiet", "--bare", str(bare)])
-        _run(["git", "-C", str(bare), "symbolic-ref", "HEAD", f"refs/heads/{BRANCH}"])
-    # The checkout's commit as the course's one branch (not a fetch of every branch of the checkout); a
-    # later prepare adds the teacher's newest commits, which learners get with their next click on the link.
-    _run(["git", "-C", str(root), "push", "--quiet", str(bare), f"HEAD:refs/heads/{BRANCH}"])
+    bare = hub / REPOSITORY
+    distribution.remove_full_course_repository(hub, log)
+    distribution.build(root, bare, log)
+    subprocess.run(["chmod", "-R", "a+rX", str(bare)], check=True)
     # Learners' git refuses a repository another user owns unless system configuration says it is safe:
     # their servers get this file as git's system configuration (GIT_CONFIG_SYSTEM, see config.py).
     (hub / "gitconfig").write_text(f"[safe]\n\tdirectory = {bare}\n")
+    glue = hub / GLUE
+    glue.mkdir(exist_ok=True)
+    shutil.copyfile(Path(__file__).with_name("spawner.py"), glue / "prenorm_hub_spawner.py")
+    for group in (accounts.LEARNERS_GROUP, accounts.TEACHERS_GROUP):  # the groups the hub admits must exist
+        accounts.ensure_group(group)
     state = hub / "state"
     state.mkdir(exist_ok=True)
     state.chmod(0o700)

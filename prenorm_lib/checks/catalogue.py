@@ -191,8 +191,9 @@ RECORDS = (
     ExerciseRecord(
         "5.1",
         answers=("prenorm_lib.block:TransformerBlock.pre_norm_forward",),
-        # pre-norm, given identities as its output norms
-        also_withheld=("prenorm_lib.block:TransformerBlock.sandwich_forward",),
+        # pre-norm, given identities as its output norms; pre-norm, given both its depth factors = 1
+        also_withheld=("prenorm_lib.block:TransformerBlock.sandwich_forward",
+                       "prenorm_lib.block:TransformerBlock.scaled_pre_norm_forward"),
         refuses=frozenset({"prenorm_lib.block.TransformerBlock.pre_norm_forward"}),
         refused_calls=_calls(r"\bpre_norm_forward\b", r"\bTransformerBlock\s*\("),
         task=BLOCK_TASK),

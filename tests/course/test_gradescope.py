@@ -1,8 +1,12 @@
 """The Gradescope autograder, in Gradescope's layout: its zip, its setup and four submissions.
 
 The zip is unpacked into a folder that bubblewrap binds at ``/autograder`` (the rest of
-the system read-only), ``setup.sh`` installs the pinned requirements into a fresh venv
-there, and ``run_autograder`` grades four submissions of notebook 01 -- honest, wrong,
+the system read-only but apt's lists, cache and state, so ``setup.sh`` can run apt as on the
+image), all of it in a cgroup of Gradescope's default size, 768 MB of memory and half a CPU
+(the test shows both limits bite first). ``setup.sh`` runs twice: with ``python3`` being
+pyenv's 3.10.13, as on Gradescope's newest base image (Ubuntu 22.04), where it brings
+Python 3.11 with apt, and with the system's 3.11. It installs the pinned requirements into a
+fresh venv there, and ``run_autograder`` grades four submissions of notebook 01 -- honest, wrong,
 unfinished, and a cheat that reads the solution notebook from ``/autograder/source``
 -- twice: where bubblewrap can start inside (the course's confinement), and where it
 cannot (the outer sandbox drops CAP_SYS_ADMIN, as Docker's default does):
@@ -19,9 +23,12 @@ skip there is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -36,6 +43,8 @@ from prenorm_course.exercises.paths import repo_root
 from prenorm_course.exercises.verify import filled_in
 from prenorm_course.gradescope import __main__ as cli
 from prenorm_course.gradescope.autograder_zip import build_zip, grading_requirements
+from prenorm_course.hub.class_bench import load_watch, publish
+from prenorm_course.hub.spawner import LearnerCgroup
 
 REQUIRED = os.environ.get("PRENORM_REQUIRE_GRADESCOPE") == "1"
 # Gradescope's "Output format": the fields of results.json and of each test, and the visibilities.
@@ -103,8 +112,30 @@ def _skip(reason: str) -> None:
     pytest.skip(reason)
 
 
+PYTHON_310 = Path("/root/.pyenv/versions/3.10.13/bin/python3")  # Ubuntu 22.04's python3 is 3.10
+IMAGES = {"python3.10": PYTHON_310, "python3.11": None}
+MEMORY_BYTES, CPUS = 768 * 2**20, 0.5  # Gradescope's default container
+TIMES: dict[str, dict[str, str]] = {}  # image -> what -> seconds, for docs/measurements.md#gradescope
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _publish_times():
+    """After the module: the times measured, as the measurements page's "gradescope" section."""
+    with load_watch() as watch:
+        yield
+    if not TIMES:
+        return
+    rows = ["| image's python3 | setup.sh (s) | seconds per submission, bubblewrap | in the container mode |",
+            "| --- | ---: | --- | --- |"]
+    rows += [f"| {image} | {t.get('setup.sh', '–')} | {t.get('bubblewrap', '–')} | {t.get('container', '–')} |"
+             for image, t in sorted(TIMES.items())]
+    publish("gradescope", "Gradescope", "\n".join(rows) + "\n\nAll in one cgroup of 768 MB and half a CPU "
+            "(Gradescope's default container); pip's cache warm; submissions: honest, wrong, unfinished, cheat.",
+            ".venv/bin/pytest -s tests/course/test_gradescope.py (as root)", load=watch)
+
+
 def _outer_sandbox(autograder: Path, confined: bool) -> list[str]:
-    """bubblewrap: the system read-only, ``autograder`` at /autograder, pip's cache writable."""
+    """bubblewrap: the system read-only, ``autograder`` at /autograder, pip's cache and apt's state writable."""
     args = ["bwrap", "--die-with-parent", "--unshare-pid"]
     for entry in sorted(Path("/").iterdir()):
         if entry.name in {"proc", "dev", "tmp", "autograder"}:
@@ -117,17 +148,73 @@ def _outer_sandbox(autograder: Path, confined: bool) -> list[str]:
     args += ["--proc", "/proc", "--dev", "/dev", "--bind", "/tmp", "/tmp", "--bind", str(autograder), "/autograder"]
     if cache.strip() and Path(cache.strip()).is_dir():
         args += ["--bind", cache.strip(), cache.strip()]
+    apt = autograder.parent / "apt"  # copies of apt's state: setup.sh runs apt-get update and install
+    if not apt.exists():
+        for folder in ("cache/archives/partial", "log"):
+            (apt / folder).mkdir(parents=True)
+        shutil.copytree("/var/lib/apt", apt / "lib", symlinks=True)
+        shutil.copytree("/var/lib/dpkg", apt / "dpkg", symlinks=True)
+    args += ["--bind", str(apt / "lib"), "/var/lib/apt", "--bind", str(apt / "cache"), "/var/cache/apt",
+             "--bind", str(apt / "dpkg"), "/var/lib/dpkg", "--bind", str(apt / "log"), "/var/log/apt"]
     if not confined:  # as in a container without CAP_SYS_ADMIN (Docker's default): bubblewrap cannot start
         args += ["--cap-drop", "CAP_SYS_ADMIN"]
     return [*args, "--chdir", "/autograder", "--"]
 
 
-@pytest.fixture(scope="module")
-def autograder(tmp_path_factory) -> Path:
+def _image_path(autograder: Path, python: Path | None) -> str:
+    """PATH as on the image: where its python3 is 3.10, a folder whose python3 is pyenv's 3.10.13 comes first."""
+    path = "/usr/local/bin:/usr/bin:/bin"
+    if python is None:
+        return path
+    image_bin = autograder.parent / "image-bin"
+    image_bin.mkdir(exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        (image_bin / "python3").symlink_to(python)
+    return f"{image_bin}:{path}"
+
+
+def _in_container(cgroup: LearnerCgroup):
+    """preexec_fn: the child enters the container's cgroup (memory and CPU) before it runs anything."""
+    procs = [str(p) for p in cgroup.procs_files()]
+
+    def enter():
+        for path in procs:
+            with open(path, "w") as f:
+                f.write(str(os.getpid()))
+
+    return enter
+
+
+def _limits_bite(cgroup: LearnerCgroup) -> None:
+    """The container's limits are in force: 1 GiB cannot be held, 300 MB can; two busy loops get half a CPU."""
+    hog = "bytearray({} * 2**20)"
+    held = subprocess.run([sys.executable, "-c", hog.format(300)], preexec_fn=_in_container(cgroup))
+    killed = subprocess.run([sys.executable, "-c", hog.format(1024)], preexec_fn=_in_container(cgroup))
+    assert held.returncode == 0 and killed.returncode == -signal.SIGKILL, (held.returncode, killed.returncode)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    subprocess.run(["sh", "-c", "timeout 3 sh -c 'while :; do :; done' & timeout 3 sh -c 'while :; do :; done'; wait"],
+                   preexec_fn=_in_container(cgroup))
+    wall, after = time.monotonic() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    assert cpu < (CPUS + 0.15) * wall, f"two busy loops got {cpu:.1f} s of CPU in {wall:.1f} s: no CPU limit"
+
+
+@pytest.fixture(scope="module", params=sorted(IMAGES))
+def autograder(request, tmp_path_factory):
+    """(the /autograder folder after setup.sh, the container's cgroup), for an image whose python3 is the param."""
     if sys.platform != "linux" or shutil.which("bwrap") is None:
         _skip("needs Linux and bubblewrap (apt-get install bubblewrap) to lay out /autograder")
     if os.geteuid() != 0:
         _skip("needs root: Gradescope runs setup.sh and run_autograder as root")
+    python = IMAGES[request.param]
+    if python is not None and not python.exists():
+        _skip(f"needs pyenv's Python 3.10.13 ({python}) as the image's python3")
+    cgroup = LearnerCgroup.make(f"gradescope-{os.getpid()}-{request.param}", MEMORY_BYTES, CPUS)
+    if cgroup is None:
+        _skip("needs a writable cgroup file system (as root) for the container's 768 MB and half a CPU")
+    request.addfinalizer(cgroup.remove)
+    _limits_bite(cgroup)
     folder = tmp_path_factory.mktemp("gradescope") / "autograder"
     make = subprocess.run(["make", "gradescope", "NB=01"], cwd=repo_root(), capture_output=True, text=True)
     assert make.returncode == 0 and "grades 01_rmsnorm.ipynb)" in make.stdout, make.stdout + make.stderr
@@ -140,11 +227,17 @@ def autograder(tmp_path_factory) -> Path:
     shutil.copy(folder / "source" / "run_autograder", folder / "run_autograder")  # as Gradescope's image build does
     start = time.monotonic()
     # the system's Python, as on Gradescope's image (one under root's home would be out of the kernel user's reach)
-    setup = subprocess.run([*_outer_sandbox(folder, True), "env", "PATH=/usr/local/bin:/usr/bin:/bin", "bash",
-                            "/autograder/source/setup.sh"], capture_output=True, text=True, timeout=1800)
+    setup = subprocess.run([*_outer_sandbox(folder, True), "env", f"PATH={_image_path(folder, python)}", "bash",
+                            "/autograder/source/setup.sh"], capture_output=True, text=True, timeout=1800,
+                           preexec_fn=_in_container(cgroup))
     assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
-    print(f"\nsetup.sh: {time.monotonic() - start:.0f} s")
-    return folder
+    assert "grading runs on Python 3.11" in setup.stdout and "torch 2.13.0" in setup.stdout, setup.stdout
+    assert ("installing python3.11 and python3.11-venv with apt" in setup.stdout) == (python is not None)
+    assert "(CPU)" in setup.stdout, setup.stdout  # PyTorch's CPU wheel, not PyPI's CUDA build
+    seconds = time.monotonic() - start
+    TIMES.setdefault(request.param, {})["setup.sh"] = f"{seconds:.0f}"
+    print(f"\nsetup.sh ({request.param} image, 768 MB, half a CPU): {seconds:.0f} s")
+    return folder, cgroup, request.param
 
 
 def _submissions(root: Path) -> dict[str, object]:
@@ -162,14 +255,15 @@ def _submissions(root: Path) -> dict[str, object]:
     return {"honest": honest, "wrong": wrong, "unfinished": scaffold, "cheat": cheat}
 
 
-def _grade(autograder: Path, notebook, confined: bool) -> tuple[dict, float]:
+def _grade(autograder, notebook, confined: bool) -> tuple[dict, float]:
+    autograder, cgroup, _ = autograder
     for sub in ("submission", "results"):
         shutil.rmtree(autograder / sub, ignore_errors=True)
         (autograder / sub).mkdir()
     write_notebook(notebook, autograder / "submission" / NOTEBOOK)
     start = time.monotonic()
     run = subprocess.run([*_outer_sandbox(autograder, confined), "/autograder/run_autograder"],
-                         capture_output=True, text=True, timeout=900)
+                         capture_output=True, text=True, timeout=900, preexec_fn=_in_container(cgroup))
     seconds = time.monotonic() - start
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return json.loads((autograder / "results" / "results.json").read_text()), seconds
@@ -198,7 +292,9 @@ EXPECTED = {  # (with bubblewrap, in the container only): the cheat finds no sol
 
 @pytest.mark.slow
 @pytest.mark.parametrize("confined", [True, False], ids=["bubblewrap", "container"])
-def test_four_submissions_get_their_scores_and_a_valid_results_json(autograder: Path, confined: bool):
+def test_four_submissions_get_their_scores_and_a_valid_results_json(autograder, confined: bool):
+    if not confined and autograder[2] == "python3.10":
+        pytest.skip("the container mode is the same code on either image: run once, on python3.11's")
     timings = {}
     for who, notebook in _submissions(repo_root()).items():
         results, timings[who] = _grade(autograder, notebook, confined)
@@ -220,18 +316,24 @@ def test_four_submissions_get_their_scores_and_a_valid_results_json(autograder: 
         if who == "unfinished":
             assert all(t["output"].startswith(f"Exercise 1.{i + 1} ") and "not done yet" in t["output"]
                        for i, t in enumerate(results["tests"]))
-    print("\nseconds per submission (" + ("bubblewrap" if confined else "container") + "): "
+    TIMES.setdefault(autograder[2], {})["bubblewrap" if confined else "container"] = \
+        ", ".join(f"{who} {s:.1f}" for who, s in timings.items())
+    print(f"\nseconds per submission ({autograder[2]} image, 768 MB, half a CPU, "
+          + ("bubblewrap" if confined else "container") + "): "
           + ", ".join(f"{who} {s:.1f}" for who, s in timings.items()))
 
 
 @pytest.mark.slow
-def test_a_submission_without_a_notebook_scores_zero_and_says_why(autograder: Path):
+def test_a_submission_without_a_notebook_scores_zero_and_says_why(autograder):
+    if autograder[2] != "python3.11":
+        pytest.skip("run once")
+    autograder, cgroup, _ = autograder
     for sub in ("submission", "results"):
         shutil.rmtree(autograder / sub, ignore_errors=True)
         (autograder / sub).mkdir()
     (autograder / "submission" / "answers.txt").write_text("my_rms_norm = ...\n")
     run = subprocess.run([*_outer_sandbox(autograder, True), "/autograder/run_autograder"],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=300, preexec_fn=_in_container(cgroup))
     assert run.returncode == 0, run.stderr[-3000:]
     results = json.loads((autograder / "results" / "results.json").read_text())
     _valid(results)

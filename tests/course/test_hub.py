@@ -1,25 +1,29 @@
-"""A class on a real JupyterHub, on 127.0.0.1, driven as a teacher and three learners would.
+"""A class on a real JupyterHub, on 127.0.0.1, driven as the teacher's docs say and as learners' browsers do.
 
-The hub folder is made by ``prenorm_course.hub.environment.prepare`` (the course's pinned
-venv, configurable-http-proxy from the npm registry, the course as a bare git repository
-served over ``file://``); then the README's ``make hub HUB_DIR=… HUB_PORT=…`` runs the hub. Three learners
-get Unix accounts; the teacher's service token starts each one's server through the REST
-API; each pulls the course with the nbgitpuller link, runs exercise notebook 01 in a
-kernel of their own server (over the kernel's websocket, as JupyterLab does) with a right,
-a wrong or no answer, and saves it; the teacher collects the three notebooks and grades
-them with ``prenorm_course.exercises grade``. Then the teacher pushes a commit, one
-learner pulls again and keeps their answers, and the hub stops with no process left.
+The teacher's commands are the docs' (docs/teaching.md, "Day one"), typed as written, as root,
+from the checkout: ``make hub HUB_DIR=… HUB_PORT=…`` (the hub folder, then JupyterHub in the
+background), ``.venv/bin/python -m prenorm_course.hub learners add …``, ``chpasswd``, ``… hub link``,
+``… hub collect --due …``, ``make grade``, ``make hub-restart``, ``… hub learners remove``,
+``make hub-stop``. Nothing is done for the teacher that no doc command does: no REST call adds
+a user or starts a server. Three learners each open the link in a "browser"
+(:class:`prenorm_course.hub.learner.Learner`: the login form with their Unix password and the
+form's ``_xsrf`` cookie, the spawn page, nbgitpuller's pull, JupyterLab's kernel websocket and
+contents API with the same cookies), find no solution in their home, run exercise notebook 01
+with a right, a wrong or no answer, see their own checks' lines, and save. The teacher
+collects and grades; one learner's memory bomb kills only that learner's kernel; a restart
+of the hub keeps every server; removing a learner whose server runs stops it first; the hub
+stops with no process left.
 
-Needs root (Unix accounts, servers started as them), git, npm and a system Python >= 3.11.
+Needs root (Unix accounts, servers started as them, cgroups), git, npm and a system Python >= 3.11.
 CI sets PRENORM_REQUIRE_HUB=1, so a skip there is a failure. Prints the measured times and
 memory (run with -s to see them).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import csv
+import datetime as dt
 import json
 import os
 import pwd
@@ -32,26 +36,33 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+import nbformat
+import psutil
 import pytest
 import requests
-from tornado import httpclient, websocket
 
 from prenorm_course.exercises.build import read_notebook
 from prenorm_course.exercises.paths import repo_root
 from prenorm_course.exercises.verify import filled_in
-from prenorm_course.hub import accounts
-from prenorm_course.hub.collect import collect
-from prenorm_course.hub.config import COURSE_FOLDER, pull_link
-from prenorm_course.hub.environment import BRANCH, prepare, shared_python
+from prenorm_course.hub import accounts, distribution, service
+from prenorm_course.hub.collect import collect, parse_due, return_feedback
+from prenorm_course.hub.config import COURSE_FOLDER, Limits, config_text, pull_link
+from prenorm_course.hub.environment import BRANCH, REPOSITORY, shared_python
+from prenorm_course.hub.learner import Learner, LoginRefused
+from prenorm_course.hub.spawner import cgroup_layout, cgroup_of
 
 REQUIRED = os.environ.get("PRENORM_REQUIRE_HUB") == "1"
 NOTEBOOK = "01_rmsnorm.ipynb"
+IN_HOME = f"{COURSE_FOLDER}/notebooks/exercises/{NOTEBOOK}"
 WRONG_1_3 = '# Exercise 1.3: predict fp16 overflow\nsquare_in_fp16 = "65504"\nnorm_without_upcast = "1"\n'
 LEARNERS = {"pnhub-right": "right", "pnhub-wrong": "wrong", "pnhub-unfinished": "unfinished"}
+TEACHER = "pnhub-teacher"
+CHECK_LINES = {"right": ["passed", "passed", "passed"], "wrong": ["passed", "passed", "hint"],
+               "unfinished": ["not done", "not done", "not done"]}
+BOMB = "hog = bytearray(3 * 2**30)  # 3 GiB, every page written: past the learner's 2G limit"
 
 
 def _skip(reason: str) -> None:
@@ -75,109 +86,10 @@ def _free_port() -> int:
         return port
 
 
-def _session_processes(sid: int) -> list[str]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid:
-            found.append(stat.parent.name)
-    return found
-
-
-def _uid_processes(uid: int) -> list[int]:
-    found = []
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            line = next(x for x in status.read_text().splitlines() if x.startswith("Uid:"))
-        except (OSError, StopIteration):
-            continue
-        if int(line.split()[1]) == uid:
-            found.append(int(status.parent.name))
-    return found
-
-
-def _pss_mb(pids: list[int]) -> float:
-    """Proportional set size: shared pages (torch's libraries) counted once across processes."""
-    total = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-    return total / 1024
-
-
-class Api:
-    def __init__(self, base: str, token: str):
-        self.base, self.headers = base, {"Authorization": f"token {token}"}
-
-    def call(self, method: str, path: str, **kwargs):
-        response = requests.request(method, self.base + path, headers=self.headers, timeout=120, **kwargs)
-        assert response.status_code < 400, (method, path, response.status_code, response.text[:500])
-        return response
-
-
-def _message(frame: str | bytes) -> dict:
-    """One kernel message from the websocket: JSON text, or (a message with buffers, e.g. a widget's)
-    jupyter_server's binary frame: a count, offsets, then the JSON message and its buffers."""
-    if isinstance(frame, str):
-        return json.loads(frame)
-    count = int.from_bytes(frame[:4], "big")
-    offsets = [int.from_bytes(frame[4 + 4 * i:8 + 4 * i], "big") for i in range(count)]
-    return json.loads(frame[offsets[0]:offsets[1] if count > 1 else None])
-
-
-async def _run_cells(ws_url: str, token: str, sources: list[str]) -> list[list[dict]]:
-    """Run ``sources`` in the kernel behind ``ws_url`` as JupyterLab does; the outputs of each (nbformat)."""
-    request = httpclient.HTTPRequest(ws_url, headers={"Authorization": f"token {token}"})
-    conn = await websocket.websocket_connect(request, max_message_size=256 * 2**20)
-    session, results = uuid.uuid4().hex, []
-    try:
-        for source in sources:
-            msg_id = uuid.uuid4().hex
-            conn.write_message(json.dumps({
-                "header": {"msg_id": msg_id, "msg_type": "execute_request", "session": session, "username": "",
-                           "version": "5.3", "date": ""},
-                "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-                "content": {"code": source, "silent": False, "store_history": True, "user_expressions": {},
-                            "allow_stdin": False, "stop_on_error": True}}))
-            outputs, idle, replied = [], False, False
-            while not (idle and replied):
-                msg = _message(await asyncio.wait_for(conn.read_message(), 300))
-                if msg.get("parent_header", {}).get("msg_id") != msg_id:
-                    continue
-                kind, content = msg["header"]["msg_type"], msg["content"]
-                if msg["channel"] == "shell" and kind == "execute_reply":
-                    replied = True
-                elif kind == "status" and content["execution_state"] == "idle":
-                    idle = True
-                elif kind == "stream":
-                    outputs.append({"output_type": "stream", "name": content["name"], "text": content["text"]})
-                elif kind in ("display_data", "execute_result"):
-                    output = {"output_type": kind, "data": content["data"], "metadata": content.get("metadata", {})}
-                    if kind == "execute_result":
-                        output["execution_count"] = content["execution_count"]
-                    outputs.append(output)
-                elif kind == "error":
-                    outputs.append({"output_type": "error", "ename": content["ename"], "evalue": content["evalue"],
-                                    "traceback": content["traceback"]})
-            results.append(outputs)
-    finally:
-        conn.close()
-    return results
-
-
 def _answers(root: Path, answer: str, notebook: dict) -> dict:
     """The learner's notebook with their answers typed into the exercise cells."""
     if answer == "unfinished":
         return notebook
-    import nbformat
-
     solution = read_notebook(root / "notebooks" / NOTEBOOK)
     filled = filled_in(nbformat.from_dict(notebook), solution)
     if answer == "wrong":
@@ -187,37 +99,40 @@ def _answers(root: Path, answer: str, notebook: dict) -> dict:
     return json.loads(nbformat.writes(filled))
 
 
-def _follow_link(link: str, user: str, password: str) -> tuple[requests.Session, requests.Response]:
-    """A learner clicks the link: the hub asks them to log in (their Unix password), then nbgitpuller's page."""
-    browser = requests.Session()
-    login = browser.get(link, timeout=120)
-    assert "/hub/login" in login.url, login.url
-    form = {"username": user, "password": password, "_xsrf": browser.cookies.get("_xsrf", path="/hub/")}
-    page = browser.post(login.url, data=form, timeout=300)
-    assert page.status_code == 200, (page.status_code, page.url, page.text[:500])
-    return browser, page
+def _check_lines(notebook: dict) -> list[str]:
+    """What each check cell showed, as its verdict word: passed, hint or not done (a hint is a ``Hint``
+    exception, which IPython shows as its one line)."""
+    verdicts = []
+    for cell in notebook["cells"]:
+        text = "".join(o.get("text", "") if o["output_type"] == "stream" else f"{o.get('evalue', '')}\n"
+                       for o in cell.get("outputs", []) if o["output_type"] in ("stream", "error"))
+        for line in text.splitlines():
+            if match := re.match(r"Exercise 1\.\d (passed|is not done yet)|Exercise 1\.\d: ", line):
+                verdicts.append({"passed": "passed", "is not done yet": "not done"}.get(match.group(1), "hint"))
+    return verdicts
 
 
-def _pull(browser: requests.Session, base: str, user: str, repo: str, branch: str) -> str:
-    """nbgitpuller's own pull (the page the link opens streams this); returns its log."""
-    query = {"repo": repo, "branch": branch, "targetpath": COURSE_FOLDER}
-    response = browser.get(f"{base}/user/{user}/git-pull/api", params=query, stream=True, timeout=300)
-    assert response.status_code == 200, (response.status_code, response.text[:500])
-    log = []
-    for line in response.iter_lines(decode_unicode=True):
-        if line.startswith("data:"):
-            event = json.loads(line[5:])
-            log.append(event.get("output", "") or event.get("message", ""))
-            if event.get("phase") in ("finished", "error"):
-                assert event["phase"] == "finished", "\n".join(log)
-                break
-    return "".join(log)
+def _home_files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (as bytes), and every version git holds there, as text (``git log -p``)."""
+    found = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    history = subprocess.run(["git", "-c", f"safe.directory={folder}", "-C", str(folder), "log", "--all", "-p"],
+                             capture_output=True, check=True).stdout
+    found["(git log --all -p)"] = history
+    return found
+
+
+def _teacher(command: list[str], root: Path, env: dict, timeout: float = 900) -> str:
+    """A teacher's doc command, as typed, from the checkout; its output."""
+    run = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=timeout,
+                         start_new_session=True)
+    assert run.returncode == 0, f"{' '.join(command)}:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    return run.stdout + run.stderr
 
 
 def test_a_class_on_a_real_jupyterhub(tmp_path: Path):
     if sys.platform != "linux" or os.geteuid() != 0:
         _skip("needs root on Linux: learners are Unix accounts and their servers run as them")
-    for tool in ("useradd", "userdel", "git", "npm", "setpriv"):
+    for tool in ("useradd", "userdel", "groupadd", "chpasswd", "git", "npm", "setpriv"):
         if shutil.which(tool) is None:
             _skip(f"needs {tool}")
     try:
@@ -227,150 +142,189 @@ def test_a_class_on_a_real_jupyterhub(tmp_path: Path):
     root = repo_root()
     hub_dir = Path(tempfile.mkdtemp(prefix="prenorm-hub-", dir="/tmp"))
     hub_dir.chmod(0o755)
-    figures, process, api = {}, None, None
+    record = root / service.RECORD
+    recorded = record.read_text() if record.exists() else None
+    port = _free_port()
+    env = {**os.environ, "HUB_DIR": str(hub_dir)}
+    python = [str(root / ".venv" / "bin" / "python"), "-m", "prenorm_course.hub"]
+    figures: dict[str, float] = {}
     try:
+        # Day one, step 1: the hub folder, then the hub in the background. make returns; the hub runs on.
         start = time.monotonic()
-        prepare(root, hub_dir)
-        figures["prepare (venv, proxy, repository)"] = time.monotonic() - start
-        port = _free_port()
-        log = open(tmp_path / "hub.log", "w")  # noqa: SIM115 -- open for the hub's whole life
-        # The README's command as typed: make prepares again (up to date: quick) and runs the hub in the foreground.
-        process = subprocess.Popen(["make", "hub", f"HUB_DIR={hub_dir}", f"HUB_PORT={port}"], cwd=root,
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        out = _teacher(["make", "hub", f"HUB_DIR={hub_dir}", f"HUB_PORT={port}"], root, env)
+        figures["make hub (folder + start)"] = time.monotonic() - start
+        assert "the hub runs in the background" in out, out[-2000:]
+        hub_pid = service.hub_pid(hub_dir)
+        assert hub_pid and os.getsid(hub_pid) == hub_pid, "the hub must run in a session of its own"
+        assert record.read_text().strip() == str(hub_dir)
         base = f"http://127.0.0.1:{port}"
-        api = Api(base, (hub_dir / "state" / "teacher_token").read_text().strip())
-        pid_file, start = hub_dir / "state" / "jupyterhub.pid", time.monotonic()
-        while not pid_file.exists():  # jupyterhub writes it as it starts: the hub's start is timed from here
-            assert process.poll() is None, (tmp_path / "hub.log").read_text()[-3000:]
-            assert time.monotonic() - start < 600, "make hub did not start jupyterhub within 600 s"
-            time.sleep(0.1)
-        start = time.monotonic()
-        while True:
-            assert process.poll() is None, (tmp_path / "hub.log").read_text()[-3000:]
-            try:
-                if requests.get(f"{base}/hub/api/", timeout=2).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert time.monotonic() - start < 120, "the hub did not answer within 120 s"
-            time.sleep(0.1)
-        figures["hub start"] = time.monotonic() - start
-        proxy_pid = int((hub_dir / "state" / "proxy.pid").read_text())  # the proxy runs in a session of its own
+        assert requests.get(f"{base}/hub/api/", timeout=10).status_code == 200
+        status = _teacher(["make", "hub-status", f"HUB_DIR={hub_dir}"], root, env)
+        assert "idle culler: running" in status and "memory 2G, 1 CPU" in status, status
+        assert not (hub_dir / "course.git").exists()  # the whole course is not served
 
-        homes, tokens = {}, {}
-        passwords = {user: secrets.token_urlsafe(16) for user in LEARNERS}
-        for user in LEARNERS:
-            homes[user] = accounts.add(user)
-            subprocess.run(["chpasswd"], input=f"{user}:{passwords[user]}\n", text=True, check=True)
-            assert homes[user].stat().st_mode & 0o777 == 0o700
-            api.call("POST", f"/hub/api/users/{user}")
-            start = time.monotonic()
-            api.call("POST", f"/hub/api/users/{user}/server")
-            while not api.call("GET", f"/hub/api/users/{user}").json()["servers"].get("", {}).get("ready"):
-                assert time.monotonic() - start < 180, f"{user}'s server did not start"
-                time.sleep(0.2)
-            figures.setdefault("learner server start", time.monotonic() - start)
-            tokens[user] = api.call("POST", f"/hub/api/users/{user}/tokens", json={"note": "test"}).json()["token"]
+        # Step 2: learners, and a password each (passwd, or chpasswd for a class).
+        passwords = {user: secrets.token_urlsafe(16) for user in [*LEARNERS, TEACHER]}
+        _teacher([*python, "learners", "add", *LEARNERS], root, env)
+        _teacher([*python, "teachers", "add", TEACHER], root, env)
+        subprocess.run(["chpasswd"], input="".join(f"{u}:{p}\n" for u, p in passwords.items()), text=True,
+                       check=True)
+        homes = {user: Path(pwd.getpwnam(user).pw_dir) for user in LEARNERS}
+        assert all(home.stat().st_mode & 0o777 == 0o700 for home in homes.values())
 
-        repo, branch = f"file://{hub_dir / 'course.git'}", BRANCH
-        link = pull_link(base, repo, branch, NOTEBOOK)
-        kernels, browsers = {}, {}
+        # Step 3: the link (no --url: where this hub answers).
+        link = _teacher([*python, "link", "--notebook", NOTEBOOK], root, env).strip().splitlines()[-1]
+        assert parse_qs(urlparse(link).query)["repo"] == [f"file://{hub_dir / REPOSITORY}"]
+
+        # A wrong password is refused at the form: the check below can fail.
+        with pytest.raises(LoginRefused):
+            Learner(base, "pnhub-right", "not-the-password").open_link(link)
+
+        browsers = {}
+        solution_lines = distribution.solution_lines(root)
+        assert len(solution_lines) > 50  # the lines the check below looks for
         for user, answer in LEARNERS.items():
-            learner = Api(base, tokens[user])
-            browsers[user], page = _follow_link(link, user, passwords[user])
-            assert urlparse(page.url).path == f"/user/{user}/git-pull", page.url
-            query = parse_qs(urlparse(page.url).query)
-            assert query["repo"] == [repo]
-            assert query["urlpath"] == [f"lab/tree/{COURSE_FOLDER}/notebooks/exercises/{NOTEBOOK}"]
-            _pull(browsers[user], base, user, query["repo"][0], query["branch"][0])
-            pulled = homes[user] / COURSE_FOLDER / "notebooks" / "exercises" / NOTEBOOK
-            assert pulled.stat().st_uid == pwd.getpwnam(user).pw_uid
-            contents = f"/user/{user}/api/contents/{COURSE_FOLDER}/notebooks/exercises/{NOTEBOOK}"
-            notebook = _answers(root, answer, learner.call("GET", contents).json()["content"])
-            kernel = learner.call("POST", f"/user/{user}/api/kernels", json={"name": "python3"}).json()["id"]
-            kernels[user] = kernel
-            code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
-            ws = f"ws://127.0.0.1:{port}/user/{user}/api/kernels/{kernel}/channels"
+            browsers[user] = learner = Learner(base, user, passwords[user])
             start = time.monotonic()
-            outputs = asyncio.run(_run_cells(ws, tokens[user], ["".join(c["source"]) for c in code]))
+            page = learner.open_link(link)
+            figures.setdefault("login to server (first learner)", time.monotonic() - start)
+            learner.pull(page)
+            pulled = homes[user] / IN_HOME
+            assert pulled.stat().st_uid == pwd.getpwnam(user).pw_uid
+            # Nothing in the learner's home holds a solution: not a course notebook, a marker, a solution line.
+            leaks = distribution.find_solutions(_home_files(homes[user] / COURSE_FOLDER), root)
+            assert leaks == [], leaks
+            notebook = _answers(root, answer, learner.read_notebook(IN_HOME))
+            start = time.monotonic()
+            notebook = learner.run(notebook)
             figures.setdefault("notebook 01 in a learner's kernel", time.monotonic() - start)
-            for cell, out in zip(code, outputs, strict=True):
-                cell["outputs"] = out
-            learner.call("PUT", contents, json={"type": "notebook", "format": "json", "content": notebook})
-        memory = {user: _pss_mb(_uid_processes(pwd.getpwnam(user).pw_uid)) for user in LEARNERS}
+            assert _check_lines(notebook) == CHECK_LINES[answer], (user, _check_lines(notebook))
+            learner.save(IN_HOME, notebook)
+        memory = {user: accounts.pss_mb(user) for user in LEARNERS}
         figures["memory per learner (server + kernel, PSS MB)"] = max(memory.values())
-
         print("\n" + "\n".join(f"{name}: {value:.1f}" for name, value in figures.items()))
         print("memory per learner (PSS MB): " + ", ".join(f"{u} {m:.0f}" for u, m in memory.items()))
 
+        # The teacher is the hub's admin; a learner is not (the admin page answers the teacher only).
+        assert browsers["pnhub-right"].http.get(f"{base}/hub/admin", timeout=60).status_code == 403
+        teacher = Learner(base, TEACHER, passwords[TEACHER])
+        form = teacher.http.get(f"{base}/hub/login?next=%2Fhub%2Fadmin", timeout=60)  # no server of her own
+        admin = teacher.http.post(form.url, timeout=60, data={
+            "username": TEACHER, "password": passwords[TEACHER], "_xsrf": teacher.http.cookies.get("_xsrf")})
+        admin = teacher.http.get(f"{base}/hub/admin", timeout=60)
+        assert admin.status_code == 200 and "/hub/admin" in admin.url, (admin.status_code, admin.url)
+
         # One learner cannot read another's work.
-        other = subprocess.run(["setpriv", f"--reuid={pwd.getpwnam('pnhub-wrong').pw_uid}",
-                                f"--regid={pwd.getpwnam('pnhub-wrong').pw_gid}", "--clear-groups", "cat",
-                                str(homes["pnhub-right"] / COURSE_FOLDER / "notebooks" / "exercises" / NOTEBOOK)],
-                               capture_output=True, text=True)
+        wrong = pwd.getpwnam("pnhub-wrong")
+        other = subprocess.run(["setpriv", f"--reuid={wrong.pw_uid}", f"--regid={wrong.pw_gid}", "--clear-groups",
+                                "cat", str(homes["pnhub-right"] / IN_HOME)], capture_output=True, text=True)
         assert other.returncode != 0 and "Permission denied" in other.stderr
 
-        # The teacher collects and grades.
-        collected = tmp_path / "collected"
-        assert collect(collected, list(LEARNERS), [NOTEBOOK]) == []
-        grade = subprocess.run([sys.executable, "-m", "prenorm_course.exercises", "grade", str(collected)],
-                               cwd=root, capture_output=True, text=True, timeout=900)
-        assert grade.returncode == 0, grade.stdout + grade.stderr
+        # After class: collect (with the deadline), then grade, as the docs type them.
+        collected = tmp_path / "submissions"
+        due = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)).isoformat(timespec="seconds")
+        _teacher([*python, "collect", str(collected), "--notebooks", NOTEBOOK, "--due", due], root, env)
+        record_json = json.loads((collected / "collection.json").read_text())
+        assert set(record_json) == {"collected_at", "due", "files"}
+        assert set(record_json["files"]) == {f"{u}/{NOTEBOOK}" for u in LEARNERS}
+        for user in LEARNERS:
+            entry = record_json["files"][f"{user}/{NOTEBOOK}"]
+            assert entry["late"] is False
+            saved = dt.datetime.fromisoformat(entry["last_saved"]).timestamp()
+            assert abs(saved - (homes[user] / IN_HOME).stat().st_mtime) < 1
+        _teacher(["make", "grade", f"DIR={collected}"], root, env)
         with open(collected / "grades.csv", newline="") as f:
             rows = {row["learner"]: row for row in csv.DictReader(f)}
         assert [rows["pnhub-right"][e] for e in ("1.1", "1.2", "1.3")] == ["pass", "pass", "pass"]
         assert [rows["pnhub-wrong"][e] for e in ("1.1", "1.2", "1.3")] == ["pass", "pass", "hint"]
         assert [rows["pnhub-unfinished"][e] for e in ("1.1", "1.2", "1.3")] == ["not done"] * 3
-        assert [rows[u]["passed"] for u in LEARNERS] == ["3/3", "2/3", "0/3"]
 
-        # The teacher pushes a change; a second pull brings it and keeps the learner's answers.
-        work = tmp_path / "teacher"
-        subprocess.run(["git", "clone", "--quiet", "--branch", branch, str(hub_dir / "course.git"), str(work)],
-                       check=True)
-        (work / "README.md").write_text((work / "README.md").read_text() + "\nA note from the teacher.\n")
-        git = ["git", "-C", str(work), "-c", "user.name=teacher", "-c", "user.email=teacher@example.org"]
-        subprocess.run([*git, "commit", "--quiet", "-am", "A note for the class"], check=True)
-        subprocess.run([*git, "push", "--quiet", "origin", branch], check=True)
-        mine = homes["pnhub-right"] / COURSE_FOLDER / "notebooks" / "exercises" / NOTEBOOK
+        # One learner's memory bomb: their kernel dies in their own cgroup; everyone else's goes on.
+        if cgroup_layout() is not None:
+            bomber = browsers["pnhub-wrong"]
+            with pytest.raises((ConnectionError, RuntimeError, TimeoutError)):
+                outputs = bomber.run({"cells": [{"cell_type": "code", "source": BOMB}]}, timeout=120)["cells"][0]
+                raise RuntimeError(f"the bomb's cell ended: {outputs['outputs']}")
+            assert cgroup_of("pnhub-wrong").oom_kills() >= 1
+            for user in ("pnhub-right", "pnhub-unfinished"):
+                alive = browsers[user].run({"cells": [{"cell_type": "code", "source": "print(6 * 7)"}]})
+                assert alive["cells"][0]["outputs"][0]["text"] == "42\n"
+                assert cgroup_of(user).oom_kills() == 0
+            assert browsers["pnhub-wrong"].api("GET", "status").status_code == 200  # the server itself survived
+        else:
+            print("no cgroup here: the memory limit's effect is not shown")
+
+        # The teacher publishes a change (the distribution rebuilt); a second pull brings it, keeps the answers.
+        changed = tmp_path / "checkout"
+        shutil.copytree(root / "notebooks" / "exercises", changed / "notebooks" / "exercises")
+        shutil.copytree(root / "figures", changed / "figures")
+        for path in (root / "notebooks").glob("[0-9][0-9]_*.ipynb"):
+            shutil.copy(path, changed / "notebooks" / path.name)
+        fixed = read_notebook(changed / "notebooks" / "exercises" / "02_swiglu_silu_relu.ipynb")
+        fixed.cells[0].source += "\n\nA note from the teacher."
+        nbformat.write(fixed, changed / "notebooks" / "exercises" / "02_swiglu_silu_relu.ipynb")
+        distribution.build(changed, hub_dir / REPOSITORY)
+        mine = homes["pnhub-right"] / IN_HOME
         before = mine.read_bytes()
-        _pull(browsers["pnhub-right"], base, "pnhub-right", repo, branch)
+        browsers["pnhub-right"].pull(browsers["pnhub-right"].open_link(link))
         assert mine.read_bytes() == before
-        assert "A note from the teacher." in (homes["pnhub-right"] / COURSE_FOLDER / "README.md").read_text()
+        assert "A note from the teacher." in (mine.parent / "02_swiglu_silu_relu.ipynb").read_text()
 
-        # The hub stops with nothing left behind.
-        for user in LEARNERS:
-            api.call("DELETE", f"/hub/api/users/{user}/server")
-        start = time.monotonic()
-        while any(_uid_processes(pwd.getpwnam(u).pw_uid) for u in LEARNERS):
-            assert time.monotonic() - start < 60, "learner processes still running 60 s after their servers stopped"
-            time.sleep(0.2)
-        hub_pid = int(pid_file.read_text())
-        os.kill(hub_pid, signal.SIGTERM)  # jupyterhub stops its proxy; make, its parent, then exits
-        process.wait(60)
-        deadline = time.monotonic() + 10
-        while _session_processes(process.pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert _session_processes(process.pid) == [], "the hub left processes behind"
-        assert not Path(f"/proc/{proxy_pid}").exists(), "the hub left its proxy running"
+        # A restart of the hub (make hub-restart) keeps every learner's server and kernel.
+        servers = {user: sorted(cgroup_of(user).pids()) for user in LEARNERS} if cgroup_layout() else {}
+        _teacher(["make", "hub-restart", f"HUB_DIR={hub_dir}", f"HUB_PORT={port}"], root, env)
+        assert service.hub_pid(hub_dir) != hub_pid
+        for user in servers:
+            assert sorted(cgroup_of(user).pids()) == servers[user], f"{user}'s processes changed over the restart"
+        again = browsers["pnhub-right"].run({"cells": [{"cell_type": "code", "source": "print(6 * 7)"}]})
+        assert again["cells"][0]["outputs"][0]["text"] == "42\n"
+
+        # Removing a learner whose server runs: the server is stopped first, then the hub user and the account.
+        out = _teacher([*python, "learners", "remove", "pnhub-unfinished"], root, env)
+        assert "server stopped, hub user removed" in out and not accounts.exists("pnhub-unfinished"), out
+        assert service.Api(hub_dir).user("pnhub-unfinished") is None
+
+        # The end of the class: make hub-stop leaves no process behind.
+        proxy_pid = int((hub_dir / "state" / "proxy.pid").read_text())
+        hub_pid = service.hub_pid(hub_dir)
+        children = [p.pid for p in psutil.Process(hub_pid).children(recursive=True)]
+        _teacher(["make", "hub-stop", f"HUB_DIR={hub_dir}"], root, env)
+        deadline = time.monotonic() + 30
+        left = []
+        while time.monotonic() < deadline:
+            left = [pid for pid in [hub_pid, proxy_pid, *children] if psutil.pid_exists(pid)
+                    and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+            left += [p for u in LEARNERS if accounts.exists(u) for p in accounts.processes(u)]
+            if not left:
+                break
+            time.sleep(0.3)
+        assert left == [], f"processes left after make hub-stop: {left}"
     finally:
-        if process is not None and process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        if (pid := service.hub_pid(hub_dir)) is not None:  # the hub, and what it started (proxy, idle culler)
+            with contextlib.suppress(psutil.Error):
+                for process in [*psutil.Process(pid).children(recursive=True), psutil.Process(pid)]:
+                    process.kill()
         proxy_pid_file = hub_dir / "state" / "proxy.pid"
-        if proxy_pid_file.exists() and Path(f"/proc/{int(proxy_pid_file.read_text())}").exists():
+        with contextlib.suppress(OSError, ValueError):
             os.kill(int(proxy_pid_file.read_text()), signal.SIGKILL)  # the proxy this hub started, if it is left
-        for user in LEARNERS:  # the servers this test's hub started, if any are left; then the accounts
+        for user in [*LEARNERS, TEACHER]:  # the servers this test's hub started, if any are left; then the accounts
             if accounts.exists(user):
-                uid, deadline = pwd.getpwnam(user).pw_uid, time.monotonic() + 20
-                while _uid_processes(uid) and time.monotonic() < deadline:
-                    for pid in _uid_processes(uid):
+                deadline = time.monotonic() + 20
+                while accounts.processes(user) and time.monotonic() < deadline:
+                    for pid in accounts.processes(user):
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(pid, signal.SIGKILL)
                     time.sleep(0.2)
                 with contextlib.suppress(subprocess.CalledProcessError):
                     accounts.remove(user)
+            if (group := cgroup_of(user)) is not None:
+                group.remove()
         shutil.rmtree(hub_dir, ignore_errors=True)
-        assert not [u for u in LEARNERS if accounts.exists(u)], "a learner's account could not be removed"
+        if recorded is None:
+            record.unlink(missing_ok=True)
+        else:
+            record.write_text(recorded)
+        assert not [u for u in [*LEARNERS, TEACHER] if accounts.exists(u)], "an account could not be removed"
 
 
 def test_a_learner_name_that_cannot_be_an_account_is_refused():
@@ -380,9 +334,116 @@ def test_a_learner_name_that_cannot_be_an_account_is_refused():
     assert accounts.check_name("alice_01") == "alice_01"
 
 
-def test_the_link_pulls_the_hub_repository_and_opens_the_exercise():
-    link = urlparse(pull_link("https://hub.example.org/", "file:///srv/prenorm-hub/course.git", BRANCH, NOTEBOOK))
+def test_the_link_pulls_the_learners_repository_and_opens_the_exercise():
+    link = urlparse(pull_link("https://hub.example.org/", "file:///srv/prenorm-hub/class.git", BRANCH, NOTEBOOK))
     assert (link.scheme, link.netloc, link.path) == ("https", "hub.example.org", "/hub/user-redirect/git-pull")
-    assert parse_qs(link.query) == {"repo": ["file:///srv/prenorm-hub/course.git"], "branch": ["main"],
+    assert parse_qs(link.query) == {"repo": ["file:///srv/prenorm-hub/class.git"], "branch": ["main"],
                                     "targetpath": [COURSE_FOLDER],
                                     "urlpath": [f"lab/tree/{COURSE_FOLDER}/notebooks/exercises/{NOTEBOOK}"]}
+
+
+def test_the_hub_admits_the_course_groups_starts_a_class_together_and_keeps_servers_over_a_restart():
+    text = config_text(Path("/srv/prenorm-hub"), "127.0.0.1", 8000, Limits("1500M", 0.5, 600))
+    assert 'c.PAMAuthenticator.allowed_groups = {' in text and "'prenorm-learners'" in text
+    assert "c.PAMAuthenticator.admin_groups = {'prenorm-teachers'}" in text
+    assert "c.Spawner.http_timeout = 600" in text and "c.Spawner.start_timeout = 600" in text
+    assert "c.JupyterHub.cleanup_servers = False" in text
+    assert "c.Spawner.mem_limit = '1500M'" in text and "c.Spawner.cpu_limit = 0.5" in text
+    assert '"jupyterhub_idle_culler", "--timeout=600"' in text
+    with pytest.raises(ValueError, match=r"memory limit '2 GB': expected bytes or a number with K, M, G or T"):
+        Limits("2 GB")
+    with pytest.raises(ValueError, match=r"CPU limit 0: expected a positive number of cores"):
+        Limits(cpus=0)
+
+
+def test_the_learners_repository_holds_no_solution_and_the_check_sees_one(tmp_path: Path):
+    root = repo_root()
+    given = distribution.files(root)
+    assert distribution.find_solutions(given, root) == []
+    assert {n for n in given if n.startswith("notebooks/")} == \
+        {f"notebooks/exercises/{p.name}" for p in (root / "notebooks" / "exercises").glob("[0-9][0-9]_*.ipynb")}
+    assert not [n for n in given if n.startswith(("prenorm_course/", "tests/", "prenorm_lib/"))]
+    # The check fires: on the course notebooks, on one exercise answer left in, on an answer cell's output.
+    solutions = {f"notebooks/{p.name}": p.read_bytes() for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    found = distribution.find_solutions(solutions, root)
+    assert any("a course (solution) notebook" in f for f in found) and any("a solution marker" in f for f in found)
+    exercise = json.loads(given["notebooks/exercises/01_rmsnorm.ipynb"])
+    line = sorted(distribution.solution_lines(root))[0]
+    exercise["cells"][0]["source"] += ["\n", line]
+    assert distribution.find_solutions({"x.ipynb": json.dumps(exercise, indent=1).encode()}, root) == \
+        [f"x.ipynb: the solution line {line!r}"]
+    unfolded = {f"notebooks/exercises/{p.name}": p.read_bytes()
+                for p in (root / "notebooks" / "exercises").glob("05_*.ipynb")}
+    assert distribution.find_solutions(unfolded, root), "05's answer cell shows the library's forward passes"
+    # Built twice from the same checkout: one commit; no commit of the branch ever held a solution.
+    bare = tmp_path / "class.git"
+    first = distribution.build(root, bare, log=lambda _: None)
+    assert distribution.build(root, bare, log=lambda _: None) == first
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(bare), str(clone)], check=True)
+    assert distribution.find_solutions(_home_files(clone), root) == []
+
+
+def test_collect_keeps_the_last_save_and_flags_late_work(tmp_path: Path, monkeypatch):
+    home = tmp_path / "home"
+    (home / COURSE_FOLDER / "notebooks" / "exercises").mkdir(parents=True)
+    notebook = home / COURSE_FOLDER / "notebooks" / "exercises" / NOTEBOOK
+    notebook.write_text("{}")
+    saved = dt.datetime(2026, 5, 4, 17, 30, tzinfo=dt.UTC)
+    os.utime(notebook, (saved.timestamp(), saved.timestamp()))
+    (home / COURSE_FOLDER / "notebooks" / "exercises" / "02_swiglu_silu_relu.ipynb").symlink_to(notebook)
+    entry = list(pwd.getpwuid(os.getuid()))
+    entry[5] = str(home)  # pw_dir: alice's home is this folder
+    monkeypatch.setattr(pwd, "getpwnam", lambda name: pwd.struct_passwd(entry))
+    out = tmp_path / "submissions"
+    now = dt.datetime(2026, 5, 5, 9, 0, tzinfo=dt.UTC)
+    missing = collect(out, ["alice"], [NOTEBOOK, "02_swiglu_silu_relu.ipynb"], parse_due("2026-05-04T17:00+00:00"),
+                      now=now)
+    assert missing and "alice: 02_swiglu_silu_relu.ipynb" in missing[0]  # a symbolic link is not followed
+    assert json.loads((out / "collection.json").read_text()) == {
+        "collected_at": "2026-05-05T09:00:00+00:00", "due": "2026-05-04T17:00:00+00:00",
+        "files": {f"alice/{NOTEBOOK}": {"last_saved": "2026-05-04T17:30:00+00:00", "late": True}}}
+    assert (out / "alice" / NOTEBOOK).stat().st_mtime == saved.timestamp()
+    collect(out, ["alice"], [NOTEBOOK], parse_due("2026-05-04T18:00+00:00"), now=now)
+    assert json.loads((out / "collection.json").read_text())["files"][f"alice/{NOTEBOOK}"]["late"] is False
+    collect(out, ["alice"], [NOTEBOOK], None, now=now)
+    assert json.loads((out / "collection.json").read_text())["due"] is None
+    with pytest.raises(ValueError, match=r"--due 'friday': expected a date and time in ISO-8601"):
+        parse_due("friday")
+
+
+def test_feedback_goes_back_into_the_learners_home_as_the_learner(tmp_path: Path):
+    if sys.platform != "linux" or os.geteuid() != 0 or shutil.which("setpriv") is None:
+        _skip("needs root and setpriv: the feedback is written as the learner")
+    name = "pnhub-feedback"
+    try:
+        home = accounts.add(name)
+        (home / COURSE_FOLDER).mkdir()
+        shutil.chown(home / COURSE_FOLDER, name, name)
+        out = tmp_path / "graded"
+        (out / "feedback" / name).mkdir(parents=True)
+        (out / "feedback" / name / "01_rmsnorm-feedback.md").write_text("Exercise 1.3: a hint\n")
+        # A learner's symbolic link cannot send the teacher's write elsewhere: it is written as the learner.
+        os.symlink("/etc", home / COURSE_FOLDER / "feedback")
+        with pytest.raises(subprocess.CalledProcessError):
+            return_feedback(out, [name])
+        assert not Path("/etc/01_rmsnorm-feedback.md").exists()
+        (home / COURSE_FOLDER / "feedback").unlink()
+        assert return_feedback(out, None) == {name: ["01_rmsnorm-feedback.md"]}
+        returned = home / COURSE_FOLDER / "feedback" / "01_rmsnorm-feedback.md"
+        assert returned.read_text() == "Exercise 1.3: a hint\n" and returned.stat().st_uid == pwd.getpwnam(name).pw_uid
+    finally:
+        accounts.remove(name)
+
+
+def test_the_teachers_commands_find_the_hub_folder_the_hub_uses(tmp_path: Path, monkeypatch):
+    warnings = []
+    monkeypatch.delenv("HUB_DIR", raising=False)
+    assert service.find_hub(None, tmp_path, warnings.append) == service.DEFAULT_HUB
+    assert warnings and "which may not be the hub your learners use" in warnings[0]
+    (tmp_path / service.RECORD).write_text("/srv/class-b\n")
+    assert service.find_hub(None, tmp_path, warnings.append) == Path("/srv/class-b")
+    monkeypatch.setenv("HUB_DIR", str(tmp_path / "hub-c"))
+    assert service.find_hub(None, tmp_path, warnings.append) == tmp_path / "hub-c"
+    assert service.find_hub(tmp_path / "d", tmp_path, warnings.append) == tmp_path / "d"
+    assert len(warnings) == 1
