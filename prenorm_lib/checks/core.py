@@ -305,7 +305,7 @@ def expect_trains(exercise_id: str, anchor: Any, module: Any, reference: Callabl
 
 
 def expect_input_gradients(exercise_id: str, fn: Any, args: Sequence[Any], reference: Callable[..., torch.Tensor],
-                           names: Sequence[str], atol: float = 1e-4, rtol: float = 1e-3) -> None:
+                           names: Sequence[str]) -> None:
     """``fn`` carries gradients back to each floating-point tensor in ``args`` as ``reference`` does.
 
     Its output feeds a loss ``sum(output · direction)`` (a direction drawn here); the gradient
@@ -313,7 +313,10 @@ def expect_input_gradients(exercise_id: str, fn: Any, args: Sequence[Any], refer
     equal the reference's, computed here. A function right in its values that detaches an
     input (``x.detach()``, ``torch.no_grad``, ``.data``) would stop training at that input.
     Like the gradient step, a guard against honest mistakes that a patched kernel could forge.
+    Compared within ten times ``expect_close``'s own tolerance (a backward pass adds the
+    roundings of its own reductions).
     """
+    atol, rtol = (10 * default for default in expect_close.__defaults__[:2])
     leaves = [a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point()
               else a for a in args]
     out = reference(*leaves)
@@ -341,20 +344,21 @@ def expect_input_gradients(exercise_id: str, fn: Any, args: Sequence[Any], refer
 
 
 def expect_repeatable(exercise_id: str, fn: Any, args: Sequence[Any], first: Any, again: Sequence[Any],
-                      want_again: torch.Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> None:
+                      want_again: torch.Tensor, **tolerance: float) -> None:
     """Called again, ``fn`` gives ``first`` again on the same inputs, and the right answer on new ones.
 
     A learner's function or module that keeps state between calls (a cache of its first
     output, a counter) is right only on its first calls; the checker calls it more than once.
+    ``tolerance`` (``atol``, ``rtol``) as ``expect_close``'s, whose defaults it keeps otherwise.
     """
     repeated = call_learner(exercise_id, fn, *args)
     if isinstance(first, torch.Tensor):
         expect_close(exercise_id, repeated, first.detach(), "called a second time on the same inputs, your code "
                      "returned something else: does it keep state between calls (a cache, a counter)?",
-                     atol=atol, rtol=rtol)
+                     **tolerance)
     got = call_learner(exercise_id, fn, *again)
     expect_close(exercise_id, got, want_again, "after its first calls your code is wrong on new inputs of the same "
-                 "shape: does it keep state between calls (a cache of an earlier result)?", atol=atol, rtol=rtol)
+                 "shape: does it keep state between calls (a cache of an earlier result)?", **tolerance)
 
 
 # --- the library's own copy is not an answer -----------------------------------------------
@@ -441,16 +445,16 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-# (atol, rtol) an answer computed correctly from inputs of a dtype stays within: half precision a few units of
-# its last place (the final rounding, and the ones before it when the learner computes in half); float32 and
-# float64 the rounding of float32's reductions over tens of values (a learner may compute float64 in float32)
+# (atol, rtol) an answer computed correctly from inputs of a half-precision dtype stays within: a few units of
+# its last place (the final rounding, and the ones before it when the learner computes in half)
 TOLERANCES = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (2e-2, 2e-2)}
-FLOAT32_TOLERANCE = (1e-5, 1e-4)
 
 
 def tolerance(dtype: torch.dtype) -> tuple[float, float]:
-    """(atol, rtol) for a result computed correctly from inputs of ``dtype`` (``TOLERANCES``)."""
-    return TOLERANCES.get(dtype, FLOAT32_TOLERANCE)
+    """(atol, rtol) for a result computed correctly from inputs of ``dtype``: ``TOLERANCES`` for half precision;
+    for float32 and float64 ``expect_close``'s own defaults, the rounding of float32's reductions over tens of
+    values (a learner may compute float64 in float32)."""
+    return TOLERANCES.get(dtype) or tuple(expect_close.__defaults__[:2])
 
 
 def dense_tensor(value: Any) -> bool:

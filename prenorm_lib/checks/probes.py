@@ -267,8 +267,8 @@ def input_gradients(fn: Any, args: list, direction: torch.Tensor) -> list:
     leaves = [a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point()
               else a for a in args]
     try:
-        with torch.enable_grad():
-            out = fn(*leaves)
+        with torch.enable_grad():  # each input a copy of its leaf, as a layer's input is in a model (not a leaf)
+            out = fn(*[a.clone() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in leaves])
             if not (isinstance(out, torch.Tensor) and out.requires_grad and out.shape == direction.shape):
                 return [None] * len(args)
             tensors = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]

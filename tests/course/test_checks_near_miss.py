@@ -212,11 +212,14 @@ def test_loosening_expect_closes_default_tolerance_turns_the_near_miss_tests_red
 
 
 def test_loosening_the_kernels_float32_tolerance_turns_the_near_miss_test_red(monkeypatch):
-    """The mutation: the RMSNorm kernel check's full-precision tolerance (float32, and float64 with it: one
-    default in ``_tolerances``) 5e-2 instead of (1e-5, 1e-4)."""
-    assert rmsnorm._tolerances(torch.float32) == rmsnorm._tolerances(torch.float64) == (1e-5, 1e-4)
-    real, half = rmsnorm._tolerances, (torch.float16, torch.bfloat16)
-    monkeypatch.setattr(rmsnorm, "_tolerances", lambda dtype: real(dtype) if dtype in half else (5e-2, 5e-2))
+    """The mutation: the RMSNorm kernel check's full-precision tolerance (float32, and float64 with it:
+    ``core.tolerance``; and ``expect_close``'s defaults, which the checks of its contract use) 5e-2 instead of
+    (1e-5, 1e-4)."""
+    defaults = core.expect_close.__defaults__
+    assert rmsnorm.tolerance(torch.float32) == rmsnorm.tolerance(torch.float64) == defaults[:2] == (1e-5, 1e-4)
+    real, half = rmsnorm.tolerance, (torch.float16, torch.bfloat16)
+    monkeypatch.setattr(rmsnorm, "tolerance", lambda dtype: real(dtype) if dtype in half else (5e-2, 5e-2))
+    monkeypatch.setattr(core.expect_close, "__defaults__", (5e-2, 5e-2, *defaults[2:]))
     for kind in ("later", "row"):
         with pytest.raises(pytest.fail.Exception):
             rejected("1.1", kind)
@@ -261,7 +264,7 @@ def test_with_every_lint_silenced_a_near_miss_still_fails(exercise, via, monkeyp
 
 
 def softmax_in_place(x, dim):
-    x -= x.amax(dim=dim, keepdim=True)
+    x -= x.detach().amax(dim=dim, keepdim=True)  # in place, but nothing the backward pass needs
     return torch.softmax(x, dim=dim)
 
 

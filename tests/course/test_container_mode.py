@@ -31,6 +31,7 @@ from prenorm_course.exercises.sandbox import (
     KERNEL_UID_BASE,
     CourseFiles,
     Sandbox,
+    _pids_of_user,
     kernel_env,
     remove_leftovers,
 )
@@ -62,23 +63,11 @@ def test_a_container_kernels_user_leaves_no_file_and_no_process_behind():
         assert proc.returncode == 0, proc.stderr
         uid = int(proc.stdout.split()[-1])
         assert uid == box.uid and Path("/tmp", name).exists() and Path("/dev/shm", name, "deep").is_dir()
-        assert _processes_of(uid), "the daemon should be running until the sandbox goes"
+        assert _pids_of_user(uid), "the daemon should be running until the sandbox goes"
     finally:
         box.remove()
     assert not Path("/tmp", name).exists() and not Path("/dev/shm", name).exists()
-    assert _processes_of(box.uid) == []
-
-
-def _processes_of(uid: int) -> list[int]:
-    found = []
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            line = next(x for x in status.read_text().splitlines() if x.startswith("Uid:"))
-        except (OSError, StopIteration):
-            continue
-        if int(line.split()[1]) == uid:
-            found.append(int(status.parent.name))
-    return found
+    assert _pids_of_user(box.uid) == []
 
 
 @ROOT_ONLY

@@ -48,3 +48,16 @@ def test_the_draws_that_told_a_correct_bf16_kernel_it_was_wrong_now_pass(form, s
 
     rmsnorm.rms_norm.core(form)
     assert "Exercise 1.1 passed" in capsys.readouterr().out
+
+
+def test_make_false_hints_as_typed_reads_zero():
+    """The front door, with a few draws of two checkers: the table, the load, and 0 in all."""
+    import subprocess
+
+    from prenorm_course.exercises.paths import repo_root
+
+    run = subprocess.run(["make", "false-hints", "DRAWS=4", "ONLY=1.3 4.2"], cwd=repo_root(), capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "false hints over 4 drawn checks per checker" in run.stdout and "; 0 false hints in all" in run.stdout
+    assert [line.split()[0] for line in run.stdout.splitlines() if line[:3] in ("1.3", "4.2")] == ["1.3", "4.2"]
