@@ -12,7 +12,7 @@ EXERCISE_NOTEBOOKS := $(sort $(wildcard notebooks/exercises/[0-9][0-9]_*.ipynb))
 
 .PHONY: setup lab test lint unit nbval exercises-verify browser figures notebooks \
         exercises check not-every-exercise-passed-yet grade bench notebook-times site demo experiments experiment clean \
-        wheel wheel-check nbval-cpus drift-cpus attacks-as-user
+        wheel wheel-check nbval-cpus drift-cpus attacks-as-user hostile-class false-hints
 
 ## torch's build. On Linux without an NVIDIA GPU (no nvidia-smi) pip also looks in PyTorch's CPU index, whose
 ## 2.13.0+cpu satisfies the pin torch==2.13.0 and wins over PyPI's 2.13.0, the CUDA build (several GB more).
@@ -74,9 +74,22 @@ check: $(STAMP) not-every-exercise-passed-yet
 not-every-exercise-passed-yet: $(STAMP)
 	$(PY) -m prenorm_course.exercises check $(wildcard notebooks/exercises/$(NB)_*.ipynb)
 
-## Grade a folder of learner notebooks: make grade DIR=submissions/
+## Grade a folder of learner notebooks: make grade DIR=submissions/ (OUT=grades/ for the tables and feedback,
+## JOBS=4 notebooks at once, LEARNER="alice bob" to regrade some learners in OUT's tables)
 grade: $(STAMP)
-	$(PY) -m prenorm_course.exercises grade $(DIR)
+	$(PY) -m prenorm_course.exercises grade $(DIR) $(if $(OUT),--out $(OUT)) $(if $(JOBS),--jobs $(JOBS)) \
+	  $(addprefix --learner ,$(LEARNER))
+
+## No false hints: correct answers in several forms checked over DRAWS drawn inputs per checker (default 20000);
+## every checker must read 0 (ONLY="1.1 4.1" for some, SEED= for other draws).
+false-hints: $(STAMP)
+	$(PY) -m prenorm_course.exercises.false_hints $(if $(DRAWS),--draws $(DRAWS)) $(if $(SEED),--seed $(SEED)) \
+	  $(if $(ONLY),--only $(ONLY))
+
+## A class graded beside one hostile learner (deep folders, thousands of files, sparse files, a million cells,
+## cells at the time limit, CPU hogs): every other row right, and the time with and without them (N=30 learners).
+hostile-class: $(STAMP)
+	PRENORM_HOSTILE_CLASS=$(or $(N),30) $(BIN)/pytest -q -s -p no:cacheprovider tests/course/test_hostile_class.py
 
 ## The grader's attacks, make check and make grade as a normal user, in a fresh clone with its own .venv
 ## (as root: as the account prenorm-learner, made if missing). Slow: it installs the requirements.

@@ -49,13 +49,18 @@ def _parser() -> argparse.ArgumentParser:
 
     grade = commands.add_parser("grade", parents=[timeout], help="grade a folder of learner notebooks",
                                 description="Check every notebook in FOLDER (FOLDER/<learner>/*.ipynb or "
-                                "FOLDER/<learner>.ipynb) and write grades.md and grades.csv, learner x exercise. "
+                                "FOLDER/<learner>.ipynb) and write grades.md and grades.csv (a status per exercise, "
+                                "points, maximum and percentage per notebook; last saved and late when FOLDER holds "
+                                "the collection.json of `collect --due`), and feedback/<learner>/ for each learner. "
                                 "Each notebook runs in its own kernel in bubblewrap (no network, own process and mount "
                                 "namespaces, read-only system; as root, its own unprivileged user); without "
                                 "bubblewrap the run refuses unless --trusted is given.")
     grade.add_argument("folder", type=Path)
-    grade.add_argument("--out", type=Path, help="folder for grades.md/grades.csv (default: FOLDER)")
+    grade.add_argument("--out", type=Path, help="folder for grades.md/grades.csv and feedback/ (default: FOLDER)")
     grade.add_argument("--jobs", type=int, default=2, help="notebooks checked at once (default 2)")
+    grade.add_argument("--learner", action="append", metavar="NAME",
+                       help="grade only this learner (repeat for more): their rows in OUT's tables are replaced, "
+                       "everyone else's kept")
 
     verify_cmd = commands.add_parser("verify", parents=[timeout], help="CI: prove the exercise loop",
                                      description="Exercise notebooks are up to date; each unfilled one runs to "
@@ -87,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if result.passed else 1
         if args.command == "grade":
             out = args.out or args.folder
-            grade_folder(args.folder, out, root, args.timeout, args.jobs, trusted=args.trusted)
-            print(f"wrote {out / 'grades.md'} and {out / 'grades.csv'}")
+            grade_folder(args.folder, out, root, args.timeout, args.jobs, trusted=args.trusted, learners=args.learner)
+            print(f"wrote {out / 'grades.md'}, {out / 'grades.csv'} and {out / 'feedback'}/<learner>/")
             return 0
         return 0 if verify(root, args.timeout, args.jobs, trusted=args.trusted) else 1
     except ConfinementUnavailable as exc:

@@ -36,6 +36,7 @@ from typing import Any
 import nbformat
 
 from prenorm_course.exercises.build import read_notebook
+from prenorm_course.exercises.inert import quoted
 from prenorm_course.exercises.kernel import DIED, OK, CellRun, Kernel
 from prenorm_course.exercises.kernel import ERROR as RAN_INTO_ERROR
 from prenorm_course.exercises.kernel import TIMEOUT as RAN_TOO_LONG
@@ -128,12 +129,28 @@ class CheckResult:
 # --- reading a learner's file -----------------------------------------------------------
 
 
+class _TooManyObjects(Exception):
+    pass
+
+
 def parse_learner(data: bytes, limits: GradingLimits = LIMITS) -> nbformat.NotebookNode:
     """A learner's notebook from the bytes of its file; ``NotANotebook`` says why not."""
     if len(data) > limits.notebook_bytes:
         raise NotANotebook(f"the file is larger than {limits.notebook_bytes // 2**20} MB")
+    objects = 0
+
+    def counted(pairs: list) -> dict:  # a million empty cells is a small file but gigabytes of parsed objects
+        nonlocal objects
+        objects += 1
+        if objects > limits.notebook_json_objects:
+            raise _TooManyObjects
+        return dict(pairs)
+
     try:
-        content = json.loads(data.decode("utf-8"))
+        content = json.loads(data.decode("utf-8"), object_pairs_hook=counted)
+    except _TooManyObjects:
+        raise NotANotebook(f"the file holds more than {limits.notebook_json_objects:,} JSON objects (cells, "
+                           "outputs, metadata); a course notebook holds a few thousand") from None
     except UnicodeDecodeError:
         raise NotANotebook("the file is not text (UTF-8)") from None
     except json.JSONDecodeError as exc:
@@ -335,8 +352,11 @@ def _checker(call: CheckCall) -> Any:
 
 
 def _grade(exercise: Exercise, call: CheckCall, kernel: Kernel, learner_source: str,
-           timeout: float) -> tuple[ExerciseStatus, list[str]]:
-    """Call the checker here, on the learner's objects in the kernel; the status and notes."""
+           timeout: float, over: str = "") -> tuple[ExerciseStatus, list[str]]:
+    """Call the checker here, on the learner's objects in the kernel; the status and notes.
+
+    ``over`` words a timeout when ``timeout`` is what is left of the notebook's time, not the cell's limit.
+    """
     notes: list[str] = []
 
     def status(kind: str, detail: str) -> tuple[ExerciseStatus, list[str]]:
@@ -369,7 +389,7 @@ def _grade(exercise: Exercise, call: CheckCall, kernel: Kernel, learner_source: 
     except NotDone:
         return status(NOT_DONE, "not done yet")
     except LearnerTimeout:
-        return status(TIMEOUT, f"timeout — your code ran longer than {timeout:g} s (an endless loop?)")
+        return status(TIMEOUT, f"timeout — {over or f'your code ran longer than {timeout:g} s (an endless loop?)'}")
     except KernelStopped as exc:
         return status(ERROR, f"error — {exc}")
     except NoAnswer as exc:
@@ -381,15 +401,17 @@ def _grade(exercise: Exercise, call: CheckCall, kernel: Kernel, learner_source: 
 
 
 def _cell_status(exercise: Exercise, run: CellRun | None, whose: str, death: str,
-                 timeout: float) -> ExerciseStatus | None:
-    """The status an exercise gets from how its exercise cell (or check cell) ran; None if it ran fine."""
+                 timeout: float, over: str = "") -> ExerciseStatus | None:
+    """The status an exercise gets from how its exercise cell (or check cell) ran; None if it ran fine.
+
+    ``over`` words a timeout when the limit was what was left of the notebook's time."""
     if run is None:
         return ExerciseStatus(exercise, NOT_RUN, f"not run — {death}" if death else "not run")
     if run.status == DIED:
         return ExerciseStatus(exercise, ERROR, f"error — {whose}: {death}")
     if run.status == RAN_TOO_LONG:
-        return ExerciseStatus(exercise, TIMEOUT, f"timeout — {whose} ran longer than {timeout:g} s "
-                                                 "(an endless loop?)")
+        return ExerciseStatus(exercise, TIMEOUT, f"timeout — {over} ({whose})" if over else
+                              f"timeout — {whose} ran longer than {timeout:g} s (an endless loop?)")
     if run.status == RAN_INTO_ERROR:
         if run.ename == "NotImplementedError" and run.evalue.startswith("Exercise "):
             return ExerciseStatus(exercise, NOT_DONE, "not done yet")
@@ -481,6 +503,9 @@ def check_notebook(
     statuses: dict[str, ExerciseStatus] = {}
     runs: dict[str, CellRun] = {}
     start = time.monotonic()
+    deadline = start + limits.notebook_seconds  # the notebook's time in all: every cell and every check
+    over = f"the notebook's time limit ({limits.notebook_seconds:g} s in all) was reached"
+    out_of_time = False
     for call in calls.values():  # every checker is imported here before any learner code runs
         _checker(call)
     # graded: the kernel's library lacks the answers to this notebook's exercises; inline, it is the learner's own
@@ -496,16 +521,30 @@ def check_notebook(
                 continue
             exercise = exercise_of_checker.get(cell.id)
             source = cell.source if exercise is None or inline_checks else calls[exercise.id].kernel_source
-            runs[cell.id] = kernel.run_cell(source, timeout) if source.strip() else CellRun()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                out_of_time = True
+                break
+            capped = left < timeout  # this cell gets what is left of the notebook's time
+            runs[cell.id] = kernel.run_cell(source, min(timeout, left)) if source.strip() else CellRun()
+            out_of_time = capped and runs[cell.id].status == RAN_TOO_LONG
             if exercise is not None:
                 statuses[exercise.id] = (
                     _cell_status(exercise, runs.get(exercise.cell_id), "your exercise cell", kernel.death, timeout)
-                    or _cell_status(exercise, runs[cell.id], "the check cell", kernel.death, timeout)
+                    or _cell_status(exercise, runs[cell.id], "the check cell", kernel.death, timeout,
+                                    over if capped else "")
                 )
-                if statuses[exercise.id] is None:
+                left = deadline - time.monotonic()
+                if statuses[exercise.id] is None and left <= 0:
+                    out_of_time = True
+                elif statuses[exercise.id] is None:
                     statuses[exercise.id], extra = _grade(exercise, calls[exercise.id], kernel,
-                                                          by_id[exercise.cell_id].source, timeout)
+                                                          by_id[exercise.cell_id].source, min(timeout, left),
+                                                          over if left < timeout else "")
+                    out_of_time = out_of_time or (left < timeout and statuses[exercise.id].status == TIMEOUT)
                     notes += extra
+            if out_of_time:
+                break
             if not kernel.alive():
                 kernel.death = kernel.death or "the kernel stopped"
                 break
@@ -514,6 +553,13 @@ def check_notebook(
         kernel.stop()
     if kernel.death:
         notes.append(f"{kernel.death}; the cells after that did not run")
+    if out_of_time:
+        left_out = [e for e in exercises if e.id not in statuses or statuses[e.id] is None]
+        for exercise in left_out:
+            in_it = runs.get(exercise.cell_id) is not None and runs[exercise.cell_id].status == RAN_TOO_LONG
+            statuses[exercise.id] = (ExerciseStatus(exercise, TIMEOUT, f"timeout — {over} (your exercise cell)")
+                                     if in_it else ExerciseStatus(exercise, NOT_RUN, f"not run — {over} before it"))
+        notes.append(f"{over}; the cells after that did not run ({len(left_out)} exercises not run)")
     other_cells, uncompared = _other_cell_problems(merged, exercises, runs, edited, sanitize_patterns(root),
                                                    course_cells)
     result = CheckResult(
@@ -540,24 +586,6 @@ def check_notebook(
 def check_path(path: Path, root: Path | None = None, timeout: float = DEFAULT_TIMEOUT, **options: Any) -> CheckResult:
     """Check the learner notebook saved at ``path``."""
     return check_notebook(load_learner(Path(path)), Path(path).name, root, timeout, **options)
-
-
-LEARNER_TEXT_PREFIX = "    > "  # begins every continuation line of learner text; no report line begins so
-_LINE_BREAKS = re.compile(r"\r\n|[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]")
-_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1b\x1f\x7f-\x9f]")
-
-
-def quoted(text: str) -> str:
-    """``text`` as it may stand in a report: its first line as is, every further line behind ``LEARNER_TEXT_PREFIX``.
-
-    Learner text (an exception's message, a cell's output) reaches report lines inside
-    hints and notes. A line break in it can no longer start a line that reads like the
-    report's own ("Exercise 1.2: passed"), and control characters (a carriage return, a
-    terminal escape that moves the cursor or erases a line) are shown as ``\\xNN``.
-    """
-    text = _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
-    first, *rest = _LINE_BREAKS.split(text)
-    return "\n".join([first, *(LEARNER_TEXT_PREFIX + line for line in rest)])
 
 
 def format_report(result: CheckResult, verbose: bool = False) -> str:

@@ -9,8 +9,10 @@ raw HTML, a spreadsheet makes ``=...`` a formula. Each channel has one function 
 * ``visible`` -- every control character, direction override and invisible format character
   shown as an escape (``\\x1b``, ``\\u202e``); line breaks kept;
 * ``one_line`` -- ``visible`` on one line: each line break shown as `` ⏎ `` (a terminal's progress line);
+* ``quoted`` -- ``visible``, every line after the first behind ``LEARNER_TEXT_PREFIX`` (``check``'s report);
 * ``markdown`` -- ``one_line``, then every character Markdown (CommonMark, GFM) could read as
-  markup escaped with a backslash, and autolinks (``https://``, ``www.``, ``a@b``) broken the same way;
+  markup inside a line escaped with a backslash, and autolinks (``https://``, ``www.``, ``a@b``)
+  broken the same way;
 * ``csv_cell`` -- ``one_line``, and never a spreadsheet formula.
 """
 
@@ -21,8 +23,12 @@ import re
 # C0 and C1 controls but tab and newline kinds; the bidirectional overrides and isolates; zero-width characters
 _HIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 _LINE_BREAKS = re.compile(r"\r\n|[\r\n\x1c-\x1e\x85\u2028\u2029]")
-_MARKUP = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&@:\"'=$^])")
+# what can start markup inside a line: emphasis, code, links and images, HTML and entities, table bars,
+# strikethrough, Jupyter's $math$; and the autolinks of GitHub's Markdown (https://, www., an e-mail address)
+_MARKUP = re.compile(r"([\\`*{}\[\]<>|!&~$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")  # intraword _ is not emphasis
+_AUTOLINK = re.compile(r"(?<=[A-Za-z])(:)(?=//)|(?<=\bwww)(\.)|(@)", re.IGNORECASE)
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+LEARNER_TEXT_PREFIX = "    > "  # begins every continuation line of learner text; no report line begins so
 
 
 def visible(text: object) -> str:
@@ -40,16 +46,32 @@ def one_line(text: object) -> str:
 
 
 def markdown(text: object) -> str:
-    """``text`` as inert Markdown: one line, and every character that could start markup escaped.
+    """``text`` as inert Markdown inside a line (a table cell, a list item): every character that could start
+    markup there escaped.
 
-    No link, image, autolink, HTML tag, entity, code span, emphasis or table bar can come from
-    it: CommonMark lets a backslash escape any ASCII punctuation, and an escaped ``:`` / ``.`` /
-    ``@`` breaks the ``https://``, ``www.`` and e-mail autolinks of GitHub's Markdown.
+    No link, image, autolink, HTML tag, entity, code span, emphasis, math or table bar can
+    come from it: CommonMark lets a backslash escape any ASCII punctuation, and an escaped
+    ``:`` (of ``://``), ``.`` (of ``www.``) or ``@`` breaks the autolinks of GitHub's Markdown.
+    What only starts markup at the start of a line (a heading, a list) cannot: the caller
+    never puts this text there.
     """
-    return _MARKUP.sub(r"\\\1", " ".join(one_line(text).split()))
+    escaped = _MARKUP.sub(r"\\\1", " ".join(one_line(text).split()))
+    return _AUTOLINK.sub(lambda m: "\\" + m.group(), escaped)
 
 
 def csv_cell(text: object) -> str:
     """``text`` for a CSV cell: one line, and never read as a spreadsheet formula."""
     text = " ".join(one_line(text).split())
     return "'" + text if text.startswith(FORMULA_START) else text
+
+
+def quoted(text: object) -> str:
+    """``text`` as it may stand in a report: its first line as is, every further line behind ``LEARNER_TEXT_PREFIX``.
+
+    Learner text (an exception's message, a cell's output) reaches report lines inside
+    hints and notes. A line break in it can no longer start a line that reads like the
+    report's own ("Exercise 1.2: passed"), and control characters (a carriage return, a
+    terminal escape that moves the cursor or erases a line) are shown as ``\\xNN``.
+    """
+    first, *rest = _LINE_BREAKS.split(visible(text))
+    return "\n".join([first, *(LEARNER_TEXT_PREFIX + line for line in rest)])

@@ -4,55 +4,77 @@ A limit bounds what one learner can cost the grader or the class: a kernel's mem
 time, what comes back from it, what the grader reads from a learner's folder. The defaults
 are ``LIMITS``; tests and the benchmarks pass another ``GradingLimits`` where a smaller
 limit shows the bound quickly (``dataclasses.replace(LIMITS, notebook_seconds=20)``). The
-command line sets ``cell_seconds`` (``--timeout``).
+command line sets ``cell_seconds`` (``--timeout``). ``python -m prenorm_course.exercises.limits``
+prints the table ``docs/grader.md`` shows (a test holds the two equal).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 GiB, MiB = 2**30, 2**20
 
 
+def _limit(default: float, unit: str, bounds: str) -> float:
+    return field(default=default, metadata={"unit": unit, "bounds": bounds})
+
+
 @dataclass(frozen=True)
 class GradingLimits:
-    """The grader's limits. Each field: what it bounds (and, where not obvious, why this size)."""
+    """The grader's limits; each field's metadata says its unit and what it bounds."""
 
-    # --- time ---------------------------------------------------------------------------------------------
-    cell_seconds: float = 60.0  # one notebook cell, or one exercise's check (all the learner's calls in it)
-    # one notebook in all: every cell and every check. A course notebook runs in under 30 s (README), a graded
-    # one in under 60 s on a loaded machine; ten times that leaves room, and a notebook of cells each just under
-    # cell_seconds can no longer take half an hour
-    notebook_seconds: float = 600.0
-    interrupt_grace: float = 10.0  # after the interrupt past a time limit, before the kernel is killed
-    startup_seconds: float = 120.0  # a kernel becoming ready
-    # --- one kernel's sandbox --------------------------------------------------------------------------------
-    memory_bytes: int = 6 * GiB  # all processes of a kernel together (cgroup or watchdog), and each one's address space
-    max_processes: int = 256  # processes (and threads) of a kernel
-    cpu_seconds: int = 900  # CPU time of a kernel process over its whole life
-    file_bytes: int = 256 * MiB  # largest file a kernel may write
-    tmp_bytes: int = 512 * MiB  # its private /tmp, and its /dev/shm
-    # The kernel's folder (home, TMPDIR, working folder): a notebook needs little there (matplotlib's and
-    # IPython's settings, its sockets: 144 KiB after notebook 01 top to bottom); one largest file fits.
-    folder_bytes: int = 256 * MiB
-    watch_seconds: float = 0.5  # how often the watchdog adds up a kernel's memory (no cgroup)
-    # --- what comes back from a kernel -----------------------------------------------------------------------
-    message_bytes: int = 64 * MiB  # one message from the kernel (ZeroMQ drops larger ones)
-    output_chars: int = 1_000_000  # a cell's stored output, for comparing with the course run
-    replies: int = 4  # agent replies kept per check request (only the one with the nonce counts)
-    # --- what the grader reads from a class folder ----------------------------------------------------------
-    notebook_bytes: int = 100 * MiB  # one learner file (larger ones are not read)
-    notebook_json_objects: int = 200_000  # JSON objects in one notebook file (a million empty cells: ~2 GB parsed)
-    learner_bytes: int = 200 * MiB  # all of one learner's files together (the rest are named, not read)
-    learner_notebooks: int = 30  # notebooks graded per learner (five copies of each of six notebooks)
-    folder_depth: int = 8  # folder levels searched below the class folder
-    folder_entries: int = 100_000  # entries listed in the whole class folder
-    table_seconds: float = 2.0  # grades.md/grades.csv rewritten at most this often while grading (and at the end)
+    # --- time
+    cell_seconds: float = _limit(60.0, "s", "one notebook cell, or one exercise's check (all its calls)")
+    notebook_seconds: float = _limit(
+        600.0, "s", "one notebook in all, every cell and check (a course notebook runs in under 30 s, and graded "
+        "with its checks in a few minutes on a loaded machine): cells each just under the cell limit can no longer "
+        "take half an hour")
+    interrupt_grace: float = _limit(10.0, "s", "after the interrupt past a time limit, before the kernel is killed")
+    startup_seconds: float = _limit(120.0, "s", "a kernel becoming ready")
+    # --- one kernel's sandbox
+    memory_bytes: int = _limit(6 * GiB, "bytes", "all processes of a kernel together (a cgroup, or the grader's "
+                               "watchdog), and each process's address space")
+    max_processes: int = _limit(256, "", "processes and threads of a kernel")
+    cpu_seconds: int = _limit(900, "s", "CPU time of one kernel process over its life")
+    file_bytes: int = _limit(256 * MiB, "bytes", "the largest file a kernel may write")
+    tmp_bytes: int = _limit(512 * MiB, "bytes", "its private /tmp, and its /dev/shm (memory)")
+    folder_bytes: int = _limit(256 * MiB, "bytes", "its own folder: home, TMPDIR, working folder (memory; notebook "
+                               "01 top to bottom uses 144 KiB of it)")
+    watch_seconds: float = _limit(0.5, "s", "how often the watchdog adds up a kernel's memory (no cgroup)")
+    # --- what comes back from a kernel
+    message_bytes: int = _limit(64 * MiB, "bytes", "one message from the kernel (larger ones are dropped)")
+    output_chars: int = _limit(1_000_000, "characters", "a cell's stored output, widget messages included")
+    replies: int = _limit(4, "", "agent replies kept per check request (the one with the request's nonce counts)")
+    # --- what the grader reads from a class folder
+    notebook_bytes: int = _limit(100 * MiB, "bytes", "one learner file (a larger one is named, not read)")
+    notebook_json_objects: int = _limit(50_000, "", "JSON objects in one file (a course notebook has 104 to 434; a "
+                                        "million empty cells parse to 2 GB)")
+    learner_bytes: int = _limit(200 * MiB, "bytes", "one learner's files together (the rest are named, not read)")
+    learner_notebooks: int = _limit(30, "", "notebooks graded per learner (the rest are named)")
+    folder_depth: int = _limit(8, "levels", "folders searched below the class folder (a learner's own is level 1)")
+    learner_entries: int = _limit(10_000, "", "files and folders listed in one learner's folder")
 
     @property
     def writable_bytes(self) -> int:
         """All a confined kernel can write: its folder and its two memory folders, far below ``memory_bytes``."""
         return self.folder_bytes + 2 * self.tmp_bytes
 
+    def table(self) -> str:
+        """The limits as a Markdown table: name, value, what it bounds."""
+        rows = ["| limit | value | bounds |", "|---|---|---|"]
+        for spec in fields(self):
+            rows.append(f"| `{spec.name}` | {_shown(getattr(self, spec.name), spec.metadata['unit'])} | "
+                        f"{spec.metadata['bounds']} |")
+        return "\n".join(rows)
+
+
+def _shown(value: float, unit: str) -> str:
+    if unit == "bytes":
+        return f"{value // GiB} GiB" if value % GiB == 0 else f"{value // MiB} MiB"
+    return f"{value:,g} {unit}".strip() if isinstance(value, float) else f"{value:,} {unit}".strip()
+
 
 LIMITS = GradingLimits()
+
+if __name__ == "__main__":
+    print(LIMITS.table())

@@ -28,16 +28,19 @@ process (``inside_pid``, which bubblewrap reports on ``--info-fd``).
 As root the learner's code runs as a fresh unprivileged user (``setpriv`` inside the
 sandbox, every capability dropped, ``no_new_privs``); as anyone else bubblewrap makes a
 user namespace and the kernel runs as that user. In both, a seccomp filter
-(``no_user_namespaces``, made with libseccomp) refuses every new user namespace inside
+(``kernel_seccomp``, made with libseccomp) refuses every new user namespace inside
 the sandbox (``unshare``/``clone`` with ``CLONE_NEWUSER``, ``setns``; ``clone3`` says
-"not implemented", so the C library falls back to ``clone``), and the sandbox's own
+"not implemented", so the C library falls back to ``clone``) and every new session
+(``setsid``: the scheduler gives each session its own share of the CPU, so a learner's
+processes stay one share against the kernel graded beside them), and the sandbox's own
 ``/`` is read-only: what the kernel writes goes to its folder or its size-limited
 memory folders. Its folder may lie under any ``TMPDIR``: the folders above it are made
 reachable inside the sandbox.
 
 Limits on the whole sandbox: where a cgroup can be made (root, cgroup v1 or v2), one
 per kernel caps the memory of all its processes together (``memory_bytes``, memory
-folders included) and their number (``max_processes``). Without one, each process gets
+folders included) and their number (``max_processes``), and (cgroup v1's cpu controller,
+v2's when the system enables it) gives it one share of the CPU. Without one, each process gets
 ``prlimit``'s limits (address space, CPU time, file size, open files), and the kernel's
 watchdog (:mod:`kernel`) stops the sandbox when its processes together hold more than
 ``memory_bytes`` (their resident memory, read every ``watch_seconds``). The number of
@@ -67,6 +70,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -107,24 +111,27 @@ class CourseFiles:
 
     files: dict[str, bytes] = field(default_factory=dict)
     graded: dict[str, CourseFiles] = field(default_factory=dict)  # notebook -> its graded copy, made by take
+    together: tuple[str, ...] = ()  # notebooks whose answers every graded copy lacks as well (container mode)
 
     @classmethod
-    def take(cls, root: Path) -> CourseFiles:
+    def take(cls, root: Path, together: tuple[str, ...] = ()) -> CourseFiles:
+        """The library as the grader runs it, and each notebook's graded copy; ``together``: see the field."""
         package = Path(prenorm_lib.__file__).resolve().parent  # the library the grader itself runs
         files: dict[str, bytes] = {}
         for path in sorted(package.rglob("*")):  # the library, its corpora and its experiment records
             if path.is_file() and not (set(path.relative_to(package).parts) & SKIPPED_DIRS) \
                     and path.suffix != ".pyc":
                 files[f"prenorm_lib/{path.relative_to(package).as_posix()}"] = path.read_bytes()
-        course = cls(files)
+        course = cls(files, together=tuple(together))
         for path in solution_notebooks(root):  # made here, once, before grading threads start
             course.for_grading(path.name)
         return course
 
     def for_grading(self, notebook: str) -> CourseFiles:
-        """These files with the answers to ``notebook``'s exercises stubbed out (see :mod:`withheld`)."""
+        """These files with the answers to ``notebook``'s exercises stubbed out (see :mod:`withheld`), and to
+        those of ``together``."""
         if notebook not in self.graded:
-            self.graded[notebook] = CourseFiles(withheld_files(self.files, notebook))
+            self.graded[notebook] = CourseFiles(withheld_files(self.files, notebook, self.together))
         return self.graded[notebook]
 
     def write(self, folder: Path) -> None:
@@ -160,7 +167,10 @@ class Confinement:
 
 
 def _cgroup_base() -> tuple[str, list[Path]] | None:
-    """("v2", [dir]) or ("v1", [memory dir, pids dir]) where this process may make cgroups; else None."""
+    """("v2", [dir]) or ("v1", [memory dir, pids dir(, cpu dir)]) where this process may make cgroups; else None.
+
+    A kernel in a cpu cgroup of its own gets one share of the CPU however many sessions its processes make.
+    """
     if not _root():
         return None
     for top in CGROUP_ROOTS:
@@ -171,7 +181,8 @@ def _cgroup_base() -> tuple[str, list[Path]] | None:
             continue
         bases = [top / "memory", top / "pids"]
         if all(b.is_dir() and os.access(b, os.W_OK) for b in bases):
-            return "v1", bases
+            cpu = top / "cpu"
+            return "v1", bases + ([cpu] if cpu.is_dir() and os.access(cpu, os.W_OK) else [])
     return None
 
 
@@ -331,12 +342,15 @@ CLONE_NEWUSER = 0x10000000
 
 
 @functools.cache
-def no_user_namespaces() -> bytes:
-    """A seccomp program (BPF, for this machine's architecture) that refuses new user namespaces.
+def kernel_seccomp() -> bytes:
+    """A seccomp program (BPF, for this machine's architecture) that refuses new user namespaces and sessions.
 
     ``unshare`` and ``clone`` with ``CLONE_NEWUSER`` and every ``setns`` fail with EPERM;
     ``clone3`` (whose flags a filter cannot read) fails with ENOSYS, on which the C
-    library falls back to ``clone``. Everything else is allowed. libseccomp compiles it
+    library falls back to ``clone``. ``setsid`` fails with EPERM: every process of the
+    sandbox stays in the session bubblewrap made, so the scheduler's autogroups (one CPU
+    share per session) give the whole kernel one share, and a learner's processes cannot
+    take shares of their own from the kernel graded beside it. Everything else is allowed. libseccomp compiles it
     (through ``pyseccomp``); it adds the architecture check, so a system call through
     another ABI (i386, x32) is refused too.
     """
@@ -352,6 +366,7 @@ def no_user_namespaces() -> bytes:
     rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", new_user)
     rules.add_rule(seccomp.ERRNO(errno.EPERM), "setns")
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    rules.add_rule(seccomp.ERRNO(errno.EPERM), "setsid")
     with tempfile.TemporaryFile() as f:
         rules.export_bpf(f)
         f.seek(0)
@@ -558,8 +573,8 @@ class Sandbox:
             return [*limits, *kernel_command]
         if self.mode == CONTAINER:
             return self._in_cgroup([*limits, *as_user(self.uid), *kernel_command])
-        seccomp = self.stage / "no-user-namespaces.bpf"  # read when the kernel starts, before any learner code
-        seccomp.write_bytes(no_user_namespaces())
+        seccomp = self.stage / "kernel-seccomp.bpf"  # read when the kernel starts, before any learner code
+        seccomp.write_bytes(kernel_seccomp())
         opened = f'f=$1 i=$2; shift 2; exec "$@" {SECCOMP_FD}<"$f" {INFO_FD}>"$i"'
         command = [*limits, "/bin/sh", "-c", opened, "sh", str(seccomp), str(self.stage / INFO_FILE),
                    *bwrap_command(self.stage, self.uid, kernel_command, self.limits)]
@@ -590,15 +605,95 @@ class Sandbox:
     def remove(self) -> None:
         if self.cgroup is not None:
             self.cgroup.remove()
+        if self.mode == CONTAINER and self.uid is not None:  # no namespaces: the user's traces are everywhere
+            remove_leftovers(self.uid)
         shutil.rmtree(self.stage, ignore_errors=True)
+
+
+# The folders every user may write to in a container (and /tmp's own world-writable folders, to LEFTOVER_DEPTH)
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/run/shm")
+LEFTOVER_DEPTH = 3
+
+
+def remove_leftovers(uid: int, shared: tuple[str, ...] = SHARED_FOLDERS) -> list[str]:
+    """Stop every process of the kernel user ``uid`` and remove everything it left in the shared folders.
+
+    Without bubblewrap's namespaces (container mode) the kernel's user shares ``/tmp`` and
+    ``/dev/shm`` with the kernels graded after it, and its processes can outlive it (a daemon
+    that left the kernel's process tree). Each kernel has a fresh user, so whatever belongs to
+    ``uid`` is this kernel's: its processes are killed (by user, not by tree), then every entry
+    it owns in a shared folder, or in a world-writable folder within them (to
+    ``LEFTOVER_DEPTH`` levels), is removed without recursion. The next kernel finds nothing of
+    it. Returns what was removed. ``uid`` must be a kernel's (``KERNEL_UID_BASE`` or above), never an account's.
+    """
+    if uid < KERNEL_UID_BASE:
+        raise ValueError(f"user {uid} is not a kernel's user (those start at {KERNEL_UID_BASE}): its processes and "
+                         "files are not the grader's to remove")
+    for _ in range(250):  # up to 5 s: a process may fork while being killed
+        pids = _pids_of_user(uid)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+    removed = []
+    queue = [(Path(top), 0) for top in dict.fromkeys((*shared, tempfile.gettempdir())) if Path(top).is_dir()]
+    while queue:
+        folder, depth = queue.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if info.st_uid == uid:
+                _remove_tree(Path(entry.path))
+                removed.append(entry.path)
+            elif stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002 and depth < LEFTOVER_DEPTH:
+                queue.append((Path(entry.path), depth + 1))
+    return removed
+
+
+def _pids_of_user(uid: int) -> list[int]:
+    pids = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError, StopIteration, ValueError, IndexError):
+            line = next(x for x in status.read_text().splitlines() if x.startswith("Uid:"))
+            if uid in {int(n) for n in line.split()[1:]}:
+                pids.append(int(status.parent.name))
+    return pids
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove ``path`` (a file or a folder tree of any depth) without recursion and without following links."""
+    stack = [(path, False)]
+    while stack:
+        current, emptied = stack.pop()
+        try:
+            if not current.is_dir() or current.is_symlink():
+                current.unlink()
+            elif emptied:
+                current.rmdir()
+            else:
+                os.chmod(current, 0o700)  # a folder its user made unreadable or unwritable
+                stack.append((current, True))
+                with os.scandir(current) as listing:
+                    stack += [(Path(entry.path), False) for entry in listing]
+        except OSError:
+            continue
 
 
 def _descendants(pid: int) -> list[int]:
     children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for path in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, ValueError, IndexError):
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(stat.parent.name))
+            ppid = int(path.read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(path.parent.name))
     found, todo = [], [pid]
     while todo:
         current = todo.pop()

@@ -149,23 +149,29 @@ def __getattr__(name):
 '''
 
 
-def withheld_files(files: Mapping[str, bytes], notebook: str) -> dict[str, bytes]:
+def withheld_files(files: Mapping[str, bytes], notebook: str, also: Iterable[str] = ()) -> dict[str, bytes]:
     """The kernel's files for ``notebook``: ``files`` with the withheld definitions stubbed out of their modules.
 
-    And every checker module (all of ``prenorm_lib/checks`` but ``KERNEL_SIDE``) replaced by ``CHECKER_STUB``.
+    ``also`` names further notebooks whose answers are withheld too (Gradescope's container mode: every
+    notebook of the assignment, from every kernel). Every checker module (all of ``prenorm_lib/checks`` but
+    ``KERNEL_SIDE``) is replaced by ``CHECKER_STUB``.
     """
     with _PARSING:
-        return _withheld_files(files, notebook)
+        return _withheld_files(files, notebook, tuple(also))
 
 
-def _withheld_files(files: Mapping[str, bytes], notebook: str) -> dict[str, bytes]:
+def _withheld_files(files: Mapping[str, bytes], notebook: str, also: tuple[str, ...]) -> dict[str, bytes]:
     changed = {path: CHECKER_STUB.encode()
                if path.startswith(CHECKS) and path.endswith(".py") and path[len(CHECKS):] not in KERNEL_SIDE
                else data for path, data in files.items()}
     by_module: dict[str, list[str]] = {}
-    for entry in withheld_for(notebook):
+    entries = [entry for name in (notebook, *also) for entry in withheld_for(name)]
+    for entry in entries:
+        if any(entry.startswith(other + ".") for other in entries):
+            continue  # a method of a class withheld whole
         module, _, name = entry.partition(":")
-        by_module.setdefault(module, []).append(name)
+        if name not in by_module.setdefault(module, []):
+            by_module[module].append(name)
     for module, names in by_module.items():
         relative = module.replace(".", "/") + ".py"
         if relative not in files:

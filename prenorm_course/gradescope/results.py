@@ -18,7 +18,15 @@ How the learner's code ran is decided here, once, and written into ``results.jso
   (:func:`~prenorm_course.exercises.sandbox.container_confinement`) for whom
   ``/autograder/source`` -- the solutions, the grader, the full library -- is root's
   alone and unreadable (proved before any learner code runs), with the withheld
-  library build in its own folder as everywhere. The results say which mode ran.
+  library build in its own folder as everywhere. Without namespaces the kernels of one
+  submission would share ``/tmp`` (notebook 01's kernel holds 06's answers in its library
+  copy, and could leave them there for 06's kernel): so here every kernel's copy lacks the
+  answers of *every* notebook of the assignment, the notebooks are checked one after the
+  other, and each kernel's user leaves nothing behind (its processes killed, its files in
+  the shared folders removed: ``sandbox.remove_leftovers``). The results say which mode ran.
+
+Learner text reaches Gradescope inert: control characters shown as escapes, and every
+output declared plain text (``output_format``), never Markdown, HTML or ANSI.
 
 Never a silent fallback: the mode is in every result, and a run that cannot grade at
 all still writes a ``results.json`` that says why.
@@ -31,8 +39,9 @@ import time
 from pathlib import Path
 
 from prenorm_course.exercises.build import read_notebook
-from prenorm_course.exercises.check import PASSED, CheckResult, check_notebook, identify, parse_learner
+from prenorm_course.exercises.check import PASSED, CheckResult, check_notebook, identify, parse_learner, quoted
 from prenorm_course.exercises.grade import learner_notebooks
+from prenorm_course.exercises.inert import one_line
 from prenorm_course.exercises.markers import NotebookError, find_exercises
 from prenorm_course.exercises.paths import solution_dir
 from prenorm_course.exercises.sandbox import (
@@ -68,8 +77,8 @@ def _tests_of(result: CheckResult | None, notebook: str, root: Path, why_missing
         passed = status is not None and status.status == PASSED
         tests.append({"name": f"{notebook}: {exercise.label}", "score": 1.0 if passed else 0.0, "max_score": 1.0,
                       "status": "passed" if passed else "failed",
-                      "output": status.line() if status else f"{exercise.label}: {why_missing}",
-                      "visibility": "visible"})
+                      "output": quoted(status.line() if status else f"{exercise.label}: {why_missing}"),
+                      "output_format": "text", "visibility": "visible"})
     return tests
 
 
@@ -79,7 +88,7 @@ def grade_submission(submission: Path, root: Path, timeout: float, log=print) ->
     assignment = json.loads((root / CONFIG_NAME).read_text(encoding="utf-8"))["notebooks"]
     mode, confined, why = decide_confinement(root)
     log(f"learner code runs {confined.how}" + (f" ({why})" if why else ""))
-    course = CourseFiles.take(root)
+    course = CourseFiles.take(root, together=tuple(assignment) if mode == CONTAINER else ())
     results: dict[str, CheckResult] = {}
     notes: list[str] = []
     for _, path in learner_notebooks(submission) if submission.is_dir() else []:
@@ -94,20 +103,20 @@ def grade_submission(submission: Path, root: Path, timeout: float, log=print) ->
             else:
                 results[notebook] = check_notebook(learner, path.name, root, timeout, course=course,
                                                    confined=confined)
-                log(f"{where}: {notebook}, {results[notebook].seconds:.1f} s")
+                log(one_line(f"{where}: {notebook}, {results[notebook].seconds:.1f} s"))
                 notes += [f"{where}: {note}" for note in results[notebook].notes + results[notebook].other_cells]
         except (NotebookError, OSError) as exc:
             notes.append(f"{where}: {exc}")
     tests = [test for notebook in assignment
              for test in _tests_of(results.get(notebook), notebook, root, f"not submitted (no notebook of {notebook})")]
     how = f"Learner code ran {confined.how}."
-    output = "\n".join([how, *notes])
+    output = "\n".join([how, *(quoted(note) for note in notes)])
     marker = ("(run in bubblewrap, as with make grade)" if mode == BUBBLEWRAP else
               "(run in Gradescope's container only, NOT in bubblewrap: see the overall output)")
     for test in tests:
         test["output"] += f"\n{marker}"
     return {"score": sum(t["score"] for t in tests), "execution_time": round(time.monotonic() - start, 1),
-            "output": output, "stdout_visibility": "hidden", "tests": tests,
+            "output": output, "output_format": "text", "stdout_visibility": "hidden", "tests": tests,
             "extra_data": {"confinement": mode, "notebooks": sorted(results)}}
 
 

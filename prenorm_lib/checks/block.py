@@ -33,6 +33,7 @@ from prenorm_lib.checks.core import (
     exercise,
     expect,
     expect_close,
+    expect_input_gradients,
     fresh_generator,
     passed,
     probe,
@@ -40,7 +41,7 @@ from prenorm_lib.checks.core import (
     refuse_library_object,
 )
 from prenorm_lib.checks.probes import BLOCK_PARTS as PARTS
-from prenorm_lib.checks.probes import call_counts, counted_parts
+from prenorm_lib.checks.probes import block_parts, call_counts, counted_parts
 from prenorm_lib.lab import experiments
 from prenorm_lib.lab.experiments import warmup_grid
 from prenorm_lib.lab.train import OUTCOMES
@@ -81,10 +82,19 @@ def _test_block(sizes: Sizes | None = None) -> TransformerBlock:
     return block.eval()
 
 
-def _parts_for(fn: Callable, block: TransformerBlock) -> tuple:
-    """The block's submodules, counting their calls, where the learner's function lives."""
+def _parts_for(fn: Callable, block: TransformerBlock) -> tuple[tuple, tuple]:
+    """The block's submodules where the learner's function lives, counting their calls, and the same here.
+
+    The kernel builds them from the block's weights: the library's own, or where its graded
+    library lacks them (``probes.block_parts``) stand-ins of the same shapes; the reference
+    here is computed with submodules of the same kind and weights.
+    """
     sizes = [block.ln1.weight.shape[0], block.attn.num_heads, block.ffn.w1.weight.shape[0]]
-    return tuple(probe(fn, counted_parts, sizes, dict(block.state_dict()), MAX_SEQ_LEN))
+    state = dict(block.state_dict())
+    kind, *counted = probe(fn, counted_parts, sizes, state, MAX_SEQ_LEN)
+    if kind == "library":
+        return tuple(counted), (block.ln1, block.attn, block.ln2, block.ffn)
+    return tuple(counted), block_parts(sizes, state, MAX_SEQ_LEN, stand_ins=True)[1]
 
 
 def _cases(d_model: int) -> dict[str, torch.Tensor]:
@@ -120,9 +130,8 @@ def _check_block(
     """Run ``fn`` on every case and seed; name the mistake when a wrong variant matches."""
     for _ in range(2):
         block = _test_block()
-        parts = (block.ln1, block.attn, block.ln2, block.ffn)
         for label, x in _cases(block.ln1.weight.shape[0]).items():
-            counted = _parts_for(fn, block)
+            counted, parts = _parts_for(fn, block)
             with torch.no_grad():
                 want = reference(x, *parts)  # before the learner's call, which gets a copy of x
                 got = call_learner(ex, fn, x, *counted, arg_names=BLOCK_ARGS, in_place=BLOCK_IN_PLACE)
@@ -138,6 +147,12 @@ def _check_block(
             expect_close(ex, got, want, f"the output differs from {formula} for {label}{detail}",
                          shape_hint="a block maps (..., T, d_model) to the same shape.",
                          dtype_hint="keep the input's dtype: add tensors, don't convert them.")
+    # the stream's gradient: a residual added from a detached copy of x is right in its values, and stops
+    # training at that block
+    block = _test_block()
+    x = torch.randn(2, 5, block.ln1.weight.shape[0], generator=fresh_generator())
+    counted, parts = _parts_for(fn, block)
+    expect_input_gradients(ex, fn, (x, *counted), lambda x, *_: reference(x, *parts), BLOCK_ARGS)
 
 
 # ---------------------------------------------------------------------------------------

@@ -8,9 +8,11 @@ Everything else is derived from these records, never kept beside them:
   copy of the library lacks: the ``answers`` and ``also_withheld`` of its exercises;
 * ``prenorm_course.exercises.leaks.LIBRARY_ANSWERS`` -- per exercise, the library code that
   must not be in view in its exercise notebook (``answers``);
-* the refusals of each checker (``core.refuse_library_object`` / ``refuse_library_calls``):
-  ``refuses`` (what the learner's object must not *be*), ``refused_calls`` (what its source
-  must not call) and ``task`` (what the exercise asks, said with a refusal).
+* the refusals of each checker (``core.refuse_library_object`` / ``refuse_library_calls`` /
+  ``refuse_library_ops``): ``refuses`` (what the learner's object must not *be*),
+  ``refused_calls`` (what its source must not call), ``refused_ops`` (the torch functions and
+  operators its call must not run, from a trace of the call: ``probes.traced_ops``) and
+  ``task`` (what the exercise asks, said with a refusal).
 
 Library pieces are written ``"module:qualname"`` -- a function or class of a ``prenorm_lib``
 module (``"prenorm_lib.layers:Linear"``) or a method (``"prenorm_lib.block:TransformerBlock.
@@ -41,6 +43,7 @@ class ExerciseRecord:
     also_withheld: tuple[str, ...] = ()  # other library pieces that compute the same (withheld too)
     refuses: frozenset[str] = frozenset()  # qualified names the learner's object must not be (nor subclass)
     refused_calls: re.Pattern[str] | None = None  # what the learner's source must not call (a lint)
+    refused_ops: re.Pattern[str] | None = None  # torch functions and operators its call must not run (a lint)
     task: str = ""  # what the exercise asks, said with a refusal
     notebook: str = field(init=False)
 
@@ -75,6 +78,9 @@ FUSED_ATTENTION_CALLS = (r"(?<!def )\bscaled_dot_product_attention\b", r"\bMulti
 NOTEBOOK_06_RULE = ("this notebook's rule: a kernel from an earlier notebook may be torch's (torch.softmax, "
                     "nn.functional.silu), but the attention itself is yours — scores, scale, mask, weights times "
                     "values")
+NORM_OPS = _calls(r"rms_norm", r"layer_norm", r"group_norm", r"instance_norm", r"batch_norm", r"\b_?decomp")
+ATTENTION_OPS = (r"scaled_dot_product", r"flex_attention", r"multi_head_attention", r"_safe_softmax",
+                 r"MultiheadAttention")
 BLOCK_TASK = ("this exercise asks you to write the forward pass yourself from ln1, attn, ln2 and ffn; compare "
               "with the library's method afterwards")
 
@@ -91,6 +97,7 @@ RECORDS = (
             # decompositions
             r"\b(?:layer|group)_norm\s*\(", r"\b(?:LayerNorm|GroupNorm)\s*\(", r"_fused_rms_norm", r"\b_decomp\b",
             r"\bdecompositions\b", r"\b_refs\b"),
+        refused_ops=NORM_OPS,  # torch's norms, also by a string name, torch.ops.aten or a decomposition
         task="this exercise asks you to write the kernel yourself from torch operations (pow, mean, sqrt, ...); "
              "compare with the library afterwards"),
     ExerciseRecord(
@@ -100,6 +107,7 @@ RECORDS = (
         # 1.2's forward builds on the learner's kernel my_rms_norm: a library or torch kernel there is not the
         # exercise (and the graded kernel has no library kernel at all: it fails there with the withheld message)
         refused_calls=_calls(r"\b(?:functional|F|torch|nn\s*\.\s*functional)\s*\.\s*rms_norm\b"),
+        refused_ops=NORM_OPS,
         task="this exercise asks you to write the module yourself: subclass nn.Module, store the gain as an "
              "nn.Parameter and call your kernel my_rms_norm in forward"),
     ExerciseRecord("1.3"),
@@ -115,6 +123,7 @@ RECORDS = (
             r"(?<!class )\bSiLU\s*\(", r"\baten\s*\.\s*silu", r"\b_nn\s*\.\s*silu",
             r"\bglu\s*\(", r"\bGLU\s*\(",  # GLU of [x, x] is x·σ(x)
             r"\btorch\s*\.\s*nn\s*\.\s*functional\b"),
+        refused_ops=_calls(r"\bsilu", r"\bglu\b", r"swish"),
         task="calling a ready-made SiLU is correct, but the point of this exercise is to build it from torch.exp or "
              "torch.sigmoid — try x · σ(x) with σ(x) = 1 / (1 + exp(-x))"),
     ExerciseRecord(
@@ -147,6 +156,7 @@ RECORDS = (
         also_withheld=("prenorm_lib.rope:RotaryPositionalEmbedding", *ROTATIONS),  # 3.1 and 3.2 together
         refuses=frozenset({"prenorm_lib.functional.apply_rope"}),
         refused_calls=_calls(r"\bapply_rope\s*\(", *ROPE_CALLS),
+        refused_ops=_calls(r"rotary_embedding", r"RotaryEmbedding", r"\bonnx\b"),
         task="this exercise asks you to rotate the pairs yourself (x[..., 0::2], x[..., 1::2], cos, sin); "
              "compare with functional.apply_rope afterwards"),
     ExerciseRecord("3.3"),
@@ -160,6 +170,7 @@ RECORDS = (
             r"\.\s*(?:log_)?softmax\s*\(", r"(?<!def )(?<![\w.])(?:log_)?softmax\s*\(",
             r"(?<!class )\b(?:Log)?Softmax\s*\(",  # nn.Softmax(dim)(x), from-imported too
             r"\b_?softmin\s*\(", r"\bSoftmin\s*\(", r"\b_(?:log_)?softmax\b"),  # softmin(−x), torch._softmax
+        refused_ops=_calls(r"softmax", r"softmin"),  # torch.special.softmax, Tensor.softmax, Categorical(...).probs
         task="this exercise asks you to write the softmax yourself from torch.exp, amax and sum; "
              "compare with torch.softmax afterwards"),
     ExerciseRecord("4.2"),
@@ -170,6 +181,7 @@ RECORDS = (
                            "torch._C._nn.scaled_dot_product_attention"}),
         refused_calls=_calls(r"(?<!def )\bscaled_dot_product_attention\b", r"\bMultiheadAttention\s*\(",
                              r"\b_scaled_dot_product\w*", r"\bmulti_head_attention_forward\b"),
+        refused_ops=_calls(*ATTENTION_OPS),
         task="this exercise asks you to write attention yourself — scores, mask, your softmax, weighted sum; "
              "compare with torch.nn.functional.scaled_dot_product_attention afterwards"),
     ExerciseRecord(
@@ -180,6 +192,7 @@ RECORDS = (
                            "torch.nn.modules.activation.MultiheadAttention", "prenorm_lib.block.TransformerBlock"}),
         refused_calls=_calls(r"\bMultiHeadSelfAttention\s*\(", r"\bMultiheadAttention\s*\(", r"\bTransformerBlock\s*\(",
                              r"(?<!def )\bscaled_dot_product_attention\s*\(", r"\bis_causal\b"),
+        refused_ops=_calls(*ATTENTION_OPS),
         task="this exercise asks you to assemble the layer yourself from the projections, RoPE and your "
              "attention function; compare with prenorm_lib.attention.MultiHeadSelfAttention afterwards"),
     # 5.3's checker reads its runs from the experiment record, in the grader: nothing graded trains a block in the
@@ -277,7 +290,7 @@ def validate(records: tuple[ExerciseRecord, ...]) -> dict[str, ExerciseRecord]:
         bad = [piece for piece in record.withheld if not PIECE.match(piece)]
         if bad:
             raise ValueError(f"exercise record {record.id}: {bad[0]!r} is not 'prenorm_lib.module:name'")
-        if (record.refuses or record.refused_calls) and not record.task:
+        if (record.refuses or record.refused_calls or record.refused_ops) and not record.task:
             raise ValueError(f"exercise record {record.id}: a refusal needs the task it says")
         by_id[record.id] = record
     return by_id

@@ -51,8 +51,9 @@ from prenorm_lib.checks.remote import KernelProblem, LearnerError, RemoteObject
 
 __all__ = [
     "Hint", "NotDone", "call_learner", "dense_tensor", "describe", "exercise", "expect", "expect_choice",
-    "expect_close", "expect_trains", "finite_number", "fresh_generator", "number_hint", "object_facts", "passed",
-    "probe", "refuse_library_calls", "refuse_library_object", "todo",
+    "expect_close", "expect_input_gradients", "expect_repeatable", "expect_trains", "finite_number",
+    "fresh_generator", "number_hint", "object_facts", "passed",
+    "probe", "refuse_library_calls", "refuse_library_object", "refuse_library_ops", "todo",
 ]
 
 
@@ -301,6 +302,66 @@ def expect_trains(exercise_id: str, anchor: Any, module: Any, reference: Callabl
     expect_close(exercise_id, got, want, hint, **tolerances)
 
 
+# --- the contract beyond the values: gradients to the inputs, repeated calls -------------------------
+
+
+def expect_input_gradients(exercise_id: str, fn: Any, args: Sequence[Any], reference: Callable[..., torch.Tensor],
+                           names: Sequence[str]) -> None:
+    """``fn`` carries gradients back to each floating-point tensor in ``args`` as ``reference`` does.
+
+    Its output feeds a loss ``sum(output · direction)`` (a direction drawn here); the gradient
+    with respect to every input, computed where ``fn`` lives (``probes.input_gradients``), must
+    equal the reference's, computed here. A function right in its values that detaches an
+    input (``x.detach()``, ``torch.no_grad``, ``.data``) would stop training at that input.
+    Like the gradient step, a guard against honest mistakes that a patched kernel could forge.
+    Compared within ten times ``expect_close``'s own tolerance (a backward pass adds the
+    roundings of its own reductions).
+    """
+    atol, rtol = (10 * default for default in expect_close.__defaults__[:2])
+    leaves = [a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point()
+              else a for a in args]
+    out = reference(*leaves)
+    direction = torch.randn(out.shape, generator=fresh_generator(), dtype=torch.float64).to(out.dtype)
+    tensors = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
+    want = iter(torch.autograd.grad((out * direction).sum(), tensors, allow_unused=True))
+    wanted = [next(want) if isinstance(a, torch.Tensor) and a.requires_grad else None for a in leaves]
+    got = probe(fn, probes.input_gradients, fn, list(args), direction)
+    if isinstance(got, dict) and isinstance(got.get("raised"), dict):
+        facts = got["raised"]
+        raise Hint(exercise_id, f"taking the gradient through your code raised {facts.get('type')}: "
+                                f"{str(facts.get('message', ''))[:300]} — a model built on it could not be trained")
+    if not isinstance(got, list) or len(got) != len(wanted):
+        raise Hint(exercise_id, "the gradient of your output could not be taken — return a tensor computed from "
+                                "the inputs with torch operations")
+    for name, g, w in zip(names, got, wanted, strict=False):
+        if w is None:
+            continue
+        if not dense_tensor(g) or (bool((g == 0).all()) and not bool((w == 0).all())):
+            raise Hint(exercise_id, f"no gradient reaches {name}: the output does not depend on it through autograd "
+                                    "(a .detach(), torch.no_grad() or .data?) — training could not learn through it")
+        expect_close(exercise_id, g.to(w.dtype), w, f"the gradient with respect to {name} is wrong: somewhere the "
+                     "output depends on it other than through the formula (a detached or copied part?)",
+                     atol=atol, rtol=rtol, shape_hint=f"the gradient with respect to {name} has the wrong shape")
+
+
+def expect_repeatable(exercise_id: str, fn: Any, args: Sequence[Any], first: Any, again: Sequence[Any],
+                      want_again: torch.Tensor, **tolerance: float) -> None:
+    """Called again, ``fn`` gives ``first`` again on the same inputs, and the right answer on new ones.
+
+    A learner's function or module that keeps state between calls (a cache of its first
+    output, a counter) is right only on its first calls; the checker calls it more than once.
+    ``tolerance`` (``atol``, ``rtol``) as ``expect_close``'s, whose defaults it keeps otherwise.
+    """
+    repeated = call_learner(exercise_id, fn, *args)
+    if isinstance(first, torch.Tensor):
+        expect_close(exercise_id, repeated, first.detach(), "called a second time on the same inputs, your code "
+                     "returned something else: does it keep state between calls (a cache, a counter)?",
+                     **tolerance)
+    got = call_learner(exercise_id, fn, *again)
+    expect_close(exercise_id, got, want_again, "after its first calls your code is wrong on new inputs of the same "
+                 "shape: does it keep state between calls (a cache of an earlier result)?", **tolerance)
+
+
 # --- the library's own copy is not an answer -----------------------------------------------
 
 
@@ -351,6 +412,27 @@ def refuse_library_calls(exercise_id: str, obj: Any, pattern: re.Pattern[str], t
                                 f"{_reported(obj, 'the source')}")
 
 
+def refuse_library_ops(exercise_id: str, obj: Any, args: Sequence[Any], pattern: re.Pattern[str] | None,
+                       task: str) -> None:
+    """Hint if calling ``obj(*args)`` runs a torch function or operator that ``pattern`` names.
+
+    The call runs once more where ``obj`` lives, under a record of what it runs
+    (``probes.traced_ops``: torch functions, dispatcher operators, torch's Python functions);
+    so a name the source never spells (a string, an alias, ``torch.ops.aten``, a class of
+    torch, a decoy ``__wrapped__``) is seen as what it is. A lint like the others: the record
+    is made in the learner's kernel, which could be patched to hide it, and it can only fail
+    a check.
+    """
+    if pattern is None:
+        return
+    names = probe(obj, probes.traced_ops, obj, list(args))
+    hit = next((name for name in names if isinstance(name, str) and pattern.search(name)), None) \
+        if isinstance(names, list) else None
+    if hit is not None:
+        raise Hint(exercise_id, f"your code runs torch's `{hit}`, a ready-made implementation — {task}"
+                                f"{_reported(obj, 'the operators')}")
+
+
 # --- comparing answers -------------------------------------------------------------------
 
 
@@ -362,6 +444,18 @@ def expect(exercise_id: str, condition: bool, hint: str) -> None:
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+# (atol, rtol) an answer computed correctly from inputs of a half-precision dtype stays within: a few units of
+# its last place (the final rounding, and the ones before it when the learner computes in half)
+TOLERANCES = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (2e-2, 2e-2)}
+
+
+def tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    """(atol, rtol) for a result computed correctly from inputs of ``dtype``: ``TOLERANCES`` for half precision;
+    for float32 and float64 ``expect_close``'s own defaults, the rounding of float32's reductions over tens of
+    values (a learner may compute float64 in float32)."""
+    return TOLERANCES.get(dtype) or tuple(expect_close.__defaults__[:2])
 
 
 def dense_tensor(value: Any) -> bool:

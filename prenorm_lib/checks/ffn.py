@@ -27,10 +27,14 @@ from prenorm_lib.checks.core import (
     exercise,
     expect,
     expect_close,
+    expect_input_gradients,
+    expect_repeatable,
     fresh_generator,
     passed,
     refuse_library_calls,
     refuse_library_object,
+    refuse_library_ops,
+    tolerance,
 )
 from prenorm_lib.ffn import swiglu_hidden_dim
 
@@ -122,6 +126,18 @@ def _extreme_inputs(gen: torch.Generator) -> torch.Tensor:
 SILU_IN_PLACE = {"x": "compute a new tensor (x * ..., not x.mul_(...)) so the caller's x stays as it was."}
 
 
+def _silu_contract(fn: Callable, gen: torch.Generator) -> None:
+    """2.1 beyond its cases: a bfloat16 input (bfloat16 back), the gradient to x, and a second call."""
+    half = (3 * torch.randn(5, 7, generator=gen)).bfloat16()
+    atol, rtol = tolerance(torch.bfloat16)
+    expect_close("2.1", call_learner("2.1", fn, half, arg_names=("x",), in_place=SILU_IN_PLACE),
+                 functional.silu(half), "values differ from x · σ(x) for bfloat16", atol=atol, rtol=rtol,
+                 dtype_hint="use tensor operations only (torch.exp, torch.sigmoid, *, /): they keep the dtype.")
+    x, again = 4 * torch.randn(3, 6, generator=gen), 4 * torch.randn(3, 6, generator=gen)
+    expect_input_gradients("2.1", fn, (x,), functional.silu, ("x",))
+    expect_repeatable("2.1", fn, (x,), functional.silu(x), (again,), functional.silu(again))
+
+
 @exercise("2.1")
 def silu(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     """Exercise 2.1: check ``fn(x) == x * sigmoid(x)``, written without torch.nn.functional."""
@@ -162,8 +178,10 @@ def silu(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
                      atol=atol, rtol=rtol,
                      shape_hint="SiLU works elementwise, so the output has the input's shape.",
                      dtype_hint="use tensor operations only (torch.exp, torch.sigmoid, *, /): they keep the dtype.")
+    _silu_contract(fn, gen)
     # Checked last, once the values are right: a wrong answer gets the hint about its values first.
     refuse_library_calls(ex, fn, EXERCISES[ex].refused_calls, EXERCISES[ex].task)
+    refuse_library_ops(ex, fn, (grid,), EXERCISES[ex].refused_ops, EXERCISES[ex].task)
     passed(ex, "silu matches x·σ(x) on a grid, on batches, in float16/float64, and stays finite out to |x| = 1000")
 
 
@@ -290,6 +308,20 @@ def _call_swiglu(ex: str, fn: Callable, args: tuple) -> torch.Tensor:
         raise
 
 
+def _swiglu_contract(fn: Callable) -> None:
+    """2.2 beyond its cases: bfloat16 inputs (bfloat16 back), the gradients to x and the weights, a second call."""
+    gen = fresh_generator()
+    d, f = int(torch.randint(4, 13, (), generator=gen)), int(torch.randint(14, 25, (), generator=gen))
+    half = _swiglu_case(d, f, (2, 3), dtype=torch.bfloat16, gen=gen)
+    atol, rtol = tolerance(torch.bfloat16)
+    expect_close("2.2", _call_swiglu("2.2", fn, half), functional.swiglu(*half), f"for bfloat16 x (2, 3, {d}) and "
+                 f"weights with d_ff = {f}: values differ from W2 (SiLU(W1 x) ⊙ W3 x)", atol=atol, rtol=rtol,
+                 dtype_hint="keep the input's dtype (no .float() or .double())")
+    args, again = _swiglu_case(d, f, (2, 3), gen=gen), _swiglu_case(d, f, (2, 3), gen=gen)
+    expect_input_gradients("2.2", fn, args, functional.swiglu, SWIGLU_ARGS)
+    expect_repeatable("2.2", fn, args, functional.swiglu(*args), again, functional.swiglu(*again))
+
+
 @exercise("2.2")
 def swiglu(fn: Callable[..., torch.Tensor]) -> None:
     """Exercise 2.2: check ``fn(x, w1, w2, w3) == W2 (SiLU(W1 x) ⊙ W3 x)``."""
@@ -314,6 +346,7 @@ def swiglu(fn: Callable[..., torch.Tensor]) -> None:
         expect_close(ex, got, want, f"for {label}: values differ from W2 (SiLU(W1 x) ⊙ W3 x)",
                      shape_hint="the output must have x's shape (..., d_model)",
                      dtype_hint="keep the input's dtype (no .float() or .double())")
+    _swiglu_contract(fn)
     refuse_library_calls(ex, fn, EXERCISES[ex].refused_calls, EXERCISES[ex].task)
     passed(ex, "swiglu matches W2(SiLU(W1 x) ⊙ W3 x) for square and rectangular weights, batches, a single "
                "vector and float64")

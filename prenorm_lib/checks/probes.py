@@ -30,8 +30,9 @@ from torch import nn
 
 __all__ = [
     "buffers_of", "cached_keys_shape", "call_counts", "counted_parts", "error_facts", "facts_of", "gradient_step",
-    "input_gradient", "learner_source", "library_origin", "load_projections", "load_state", "set_eval", "set_train",
-    "set_weight", "shares_weight", "start_kv_cache", "state_dict_of", "stop_kv_cache", "submodule", "tensor_kinds",
+    "input_gradient", "input_gradients", "learner_source", "library_origin", "load_projections", "load_state",
+    "set_eval", "set_train", "set_training", "set_weight", "shares_weight", "start_kv_cache", "state_dict_of",
+    "stop_kv_cache", "submodule", "tensor_kinds", "to_dtype", "traced_ops",
 ]
 
 
@@ -121,6 +122,58 @@ def learner_source(obj: Any) -> str:
     return source[:100_000]
 
 
+# --- what a call runs: the lint that watches instead of reading ---------------------------------
+
+TRACE_NAMES = 5000  # names kept from one traced call
+
+
+def traced_ops(fn: Any, args: list, kwargs: dict | None = None) -> list[str]:
+    """The torch functions one call ``fn(*args, **kwargs)`` runs, by name, sorted.
+
+    Two records of the same call, both kept: every torch function, ``Tensor`` method and
+    ``torch.ops`` operator it calls (a ``TorchFunctionMode``: ``torch.rms_norm``,
+    ``aten.rms_norm``, ``torch.nn.functional.softmax`` inside ``Categorical(...).probs``), and
+    every Python function of torch that the learner's own code enters (a profile hook:
+    ``torch.nn.attention.flex_attention.flex_attention``,
+    ``torch._decomp.decompositions._fused_rms_norm``). A name reached by a string, an alias, a
+    decoy ``__wrapped__`` or a class of torch is recorded as what it is. A call that raises
+    under the record (compiled code refuses to run under a mode) keeps what it ran so far, and
+    ``!`` and the exception's type. The checker decides what the names mean.
+
+    Not a ``TorchDispatchMode`` too: its first use imports torch's compiler (seconds per
+    kernel), and the functions above already name every road the lint refuses.
+    """
+    from torch.overrides import TorchFunctionMode, resolve_name
+
+    names: set[str] = set()
+
+    class Functions(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            names.add(resolve_name(func) or getattr(func, "__qualname__", None) or repr(func)[:200])
+            return func(*args, **(kwargs or {}))
+
+    def entered(frame: Any, event: str, arg: Any) -> None:  # a torch function entered from outside torch
+        if event != "call" or frame.f_back is None or frame.f_code.co_name == "<module>":  # imports are not calls
+            return
+        caller = frame.f_back.f_globals.get("__name__", "")
+        if frame.f_globals.get("__name__", "").startswith("torch") and not caller.startswith(("torch", __name__)):
+            names.add(f"{frame.f_globals['__name__']}.{frame.f_code.co_qualname}")
+
+    before = sys.getprofile()
+    with Functions():
+        sys.setprofile(entered)
+        try:
+            fn(*args, **(kwargs or {}))
+        except Exception as exc:  # the learner's code, or torch refusing to run under a mode
+            names.add(f"!{type(exc).__name__}")
+        finally:
+            sys.setprofile(before if callable(before) else None)  # a profiler in C (cProfile) cannot be put back
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None and any(name.startswith("!") for name in names):
+        dynamo.reset()  # code compiled under the record (flex attention) must not stay broken after it
+    return sorted(names)[:TRACE_NAMES]
+
+
 # --- an exception, in words a hint can quote ---------------------------------------------------
 
 def _own_code(filename: str) -> bool:
@@ -205,6 +258,37 @@ def load_projections(module: nn.Module, weights: dict[str, torch.Tensor]) -> Non
             getattr(module, name).weight.copy_(value)
 
 
+def input_gradients(fn: Any, args: list, direction: torch.Tensor) -> list:
+    """The gradient of ``sum(fn(*args) · direction)`` with respect to each floating-point tensor in ``args``.
+
+    Each such argument is a fresh leaf that requires grad; an argument the output does not
+    depend on through autograd (a ``detach``, a computation under ``no_grad``, a copy made
+    with ``.data``) gets None. Other arguments are passed as they are, and get None too.
+    """
+    leaves = [a.detach().clone().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point()
+              else a for a in args]
+    try:
+        with torch.enable_grad():  # each input a copy of its leaf, as a layer's input is in a model (not a leaf)
+            out = fn(*[a.clone() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in leaves])
+            if not (isinstance(out, torch.Tensor) and out.requires_grad and out.shape == direction.shape):
+                return [None] * len(args)
+            tensors = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
+            grads = iter(torch.autograd.grad((out * direction.to(out.dtype)).sum(), tensors, allow_unused=True))
+    except Exception as exc:  # the learner's code, forward or backward: said in words, never a crash of the check
+        return {"raised": error_facts(exc)}
+    return [next(grads) if isinstance(a, torch.Tensor) and a.requires_grad else None for a in leaves]
+
+
+def set_training(module: nn.Module, training: bool) -> None:
+    """Put a learner's module in training (``True``) or eval mode."""
+    module.train(training)
+
+
+def to_dtype(module: nn.Module, dtype: torch.dtype) -> None:
+    """Convert a learner's module's parameters and buffers to ``dtype`` (``module.to(dtype)``)."""
+    module.to(dtype)
+
+
 # --- the submodules handed to a learner's block (5.1, 5.2), counting their calls ---------------
 
 BLOCK_PARTS = ("ln1", "attn", "ln2", "ffn")
@@ -224,13 +308,55 @@ class Counted:
         return getattr(self.module, attr)
 
 
-def counted_parts(sizes: list[int], state: dict[str, torch.Tensor], max_seq_len: int) -> tuple[Counted, ...]:
-    """The four submodules of a pre-norm block of these sizes and weights, each counting its calls."""
-    from prenorm_lib.block import TransformerBlock
+class StandIn(nn.Module):
+    """A submodule's place in a block, where the kernel has no library block to take it from.
 
-    block = TransformerBlock(*sizes, max_seq_len, norm="pre")
-    block.load_state_dict(state)
-    return tuple(Counted(name, getattr(block.eval(), name)) for name in BLOCK_PARTS)
+    A graded kernel whose library lacks the block's parts (Gradescope's container mode
+    withholds every assignment notebook's answers, RMSNorm and attention included) gets
+    these instead: distinct nonlinear maps of the same shapes, made from the same weights
+    (``state``), none of which is an exercise's answer. 5.1 and 5.2 ask for the wiring
+    alone, and a wrong wiring gives a different output through these as through the real ones.
+    """
+
+    def __init__(self, kind: str, state: dict[str, torch.Tensor], name: str):
+        super().__init__()
+        self.kind = kind
+        self.weights = {key.removeprefix(f"{name}."): value for key, value in state.items()
+                        if key.startswith(f"{name}.")}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weights
+        if self.kind == "norm":  # x scaled by its mean magnitude, then the gain: a norm's shape, not RMSNorm
+            return w["weight"] * x / (1 + x.abs().mean(-1, keepdim=True))
+        if self.kind == "mixer":  # each token reads the mean of the tokens up to it: causal, as attention is
+            steps = torch.arange(1, x.shape[-2] + 1, dtype=x.dtype).unsqueeze(-1)  # (T, 1)
+            return torch.tanh(x.cumsum(-2) / steps @ w["v_proj.weight"].T) @ w["output_proj.weight"].T
+        return torch.tanh(x @ w["w1.weight"].T) @ w["w2.weight"].T  # a two-layer network, not SwiGLU
+
+
+STAND_IN_KINDS = {"ln1": "norm", "attn": "mixer", "ln2": "norm", "ffn": "network"}
+
+
+def block_parts(sizes: list[int], state: dict[str, torch.Tensor], max_seq_len: int,
+                stand_ins: bool = False) -> tuple[str, tuple[nn.Module, ...]]:
+    """The four submodules of a pre-norm block with these sizes and weights: ``("library", parts)``, or,
+    where the library's block is withheld here (or ``stand_ins`` is asked for), ``("stand-in", parts)``."""
+    if not stand_ins:
+        try:
+            from prenorm_lib.block import TransformerBlock
+
+            block = TransformerBlock(*sizes, max_seq_len, norm="pre")
+            block.load_state_dict(state)
+            return "library", tuple(getattr(block.eval(), name) for name in BLOCK_PARTS)
+        except ImportError:  # a stub of a withheld piece
+            pass
+    return "stand-in", tuple(StandIn(STAND_IN_KINDS[name], state, name) for name in BLOCK_PARTS)
+
+
+def counted_parts(sizes: list[int], state: dict[str, torch.Tensor], max_seq_len: int) -> list:
+    """``[kind, *parts]`` as ``block_parts`` builds them here, each part counting its calls."""
+    kind, parts = block_parts(sizes, state, max_seq_len)
+    return [kind, *(Counted(name, part) for name, part in zip(BLOCK_PARTS, parts, strict=True))]
 
 
 def call_counts(*parts: Counted) -> list[int]:

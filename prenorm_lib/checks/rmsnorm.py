@@ -28,6 +28,8 @@ from prenorm_lib.checks.core import (
     expect,
     expect_choice,
     expect_close,
+    expect_input_gradients,
+    expect_repeatable,
     expect_trains,
     fresh_generator,
     is_callable,
@@ -38,8 +40,10 @@ from prenorm_lib.checks.core import (
     probe,
     refuse_library_calls,
     refuse_library_object,
+    refuse_library_ops,
+    tolerance,
 )
-from prenorm_lib.checks.probes import MODULE_CLASS, PARAMETER_CLASS, set_weight
+from prenorm_lib.checks.probes import MODULE_CLASS, PARAMETER_CLASS, set_training, set_weight
 
 __all__ = ["MISTAKES", "fp16_prediction", "rms_norm", "rms_norm_module"]
 
@@ -134,9 +138,14 @@ KEEPDIM_HINT = (
 
 
 def _matches(got: torch.Tensor, candidate: torch.Tensor) -> bool:
+    """``got`` is ``candidate`` within what tells a mistake from another (2e-3, 1e-3), or within the dtype's own
+    precision where that is coarser (bf16's last place is 4e-3: a right bf16 answer one rounding off the
+    reference once matched "forgot eps" better than it matched RMSNorm)."""
     if not dense_tensor(got) or got.shape != candidate.shape:
         return False
-    return torch.allclose(got.detach().double(), candidate.double(), rtol=2e-3, atol=1e-3, equal_nan=True)
+    atol, rtol = tolerance(candidate.dtype)
+    return torch.allclose(got.detach().double(), candidate.double(), rtol=max(2e-3, rtol), atol=max(1e-3, atol),
+                          equal_nan=True)
 
 
 OLD_EPS = (1e-5, 0.5)  # the values the checks used to send: a drawn eps is never one of them
@@ -197,11 +206,6 @@ def _wrong(mistake: Callable, x: torch.Tensor, weight: torch.Tensor, eps: float)
         return None
 
 
-def _tolerances(dtype: torch.dtype) -> tuple[float, float]:
-    """(atol, rtol): half precision rounds the final cast to ~3 significant digits."""
-    return {torch.float16: (2e-3, 2e-3), torch.bfloat16: (2e-2, 2e-2)}.get(dtype, (1e-5, 1e-4))
-
-
 def _call_kernel(fn: Callable, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """The learner's kernel on one case; a broadcasting error gets the keepdim explanation."""
     try:
@@ -210,6 +214,21 @@ def _call_kernel(fn: Callable, x: torch.Tensor, weight: torch.Tensor, eps: float
         if "must match the size of tensor" in hint.hint:
             raise Hint(KERNEL, f"{hint.hint} — {KEEPDIM_HINT}") from None
         raise
+
+
+def _kernel_contract(fn: Callable) -> None:
+    """1.1 beyond the values of its cases: a 4-D batch; gradients reach x and weight; called again, the same."""
+    gen = fresh_generator()
+    d = int(torch.randint(5, 17, (), generator=gen))
+    x, again = torch.randn(2, 2, 3, d, generator=gen), torch.randn(2, 2, 3, d, generator=gen)
+    weight, eps = torch.rand(d, generator=gen) + 0.5, _log_uniform(gen, 1e-3, 0.5)
+    first = _call_kernel(fn, x, weight, eps)
+    expect_close(KERNEL, first, functional.rms_norm(x, weight, eps), f"on a 4-D (2, 2, 3, {d}) batch, eps = {eps:g}, "
+                 "the values differ from RMSNorm: normalise the last dimension, whatever comes before it",
+                 shape_hint="the output must have the input's shape; keep the reduced dimension (keepdim=True)")
+    expect_input_gradients(KERNEL, fn, (x, weight, eps), functional.rms_norm, ("x", "weight", "eps"))
+    want_again = functional.rms_norm(again, weight, eps)
+    expect_repeatable(KERNEL, fn, (x, weight, eps), first, (again, weight, eps), want_again)
 
 
 @exercise(KERNEL)
@@ -226,13 +245,15 @@ def rms_norm(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]) ->
                     raise Hint(KERNEL, f"on {description}: {hint}")
             if x.dtype == torch.float16:
                 raise Hint(KERNEL, f"on {description}: {MISTAKES['no upcast'][1]}")
-        atol, rtol = _tolerances(x.dtype)
+        atol, rtol = tolerance(x.dtype)
         expect_close(
             KERNEL, got, want, f"on {description} the values differ from RMSNorm: x / sqrt(mean(x²) + eps) * weight",
             atol=atol, rtol=rtol, dtype_hint=KERNEL_DTYPE_HINT,
             shape_hint="the output must have the input's shape; keep the reduced dimension (keepdim=True)",
         )
+    _kernel_contract(fn)
     refuse_library_calls(KERNEL, fn, KERNEL_RECORD.refused_calls, KERNEL_RECORD.task)
+    refuse_library_ops(KERNEL, fn, (x, weight, eps), KERNEL_RECORD.refused_ops, KERNEL_RECORD.task)
     passed(KERNEL, "matches RMSNorm on float32 batches, a tiny and an all-zero row, a custom eps, fp16 and bf16")
 
 
@@ -326,6 +347,33 @@ def _module_facts(module: object) -> dict:
     return facts
 
 
+def _module_contract(cls: type, module: object, x: torch.Tensor, gain: torch.Tensor, gen: torch.Generator) -> None:
+    """1.2 beyond its values on a 3-D batch: the same in eval mode, other ranks, the input's gradient, a
+    bfloat16 module's output, and a second call; ``module`` holds ``gain``."""
+    d_model = x.shape[-1]
+    first = call_learner(MODULE, module, x, arg_names=("x",))
+    probe(cls, set_training, module, False)
+    got = call_learner(MODULE, module, x, arg_names=("x",))
+    probe(cls, set_training, module, True)
+    expect_close(MODULE, got, functional.rms_norm(x, gain), "in eval mode (module.eval()) forward gives another "
+                 "output: RMSNorm does the same in training and in evaluation")
+    for shape in ((d_model,), (2, 2, 3, d_model)):
+        xs = torch.randn(*shape, generator=gen)
+        expect_close(MODULE, call_learner(MODULE, module, xs, arg_names=("x",)), functional.rms_norm(xs, gain),
+                     f"on an input of shape {shape} forward differs from RMSNorm: it normalises the last dimension "
+                     "of an input of any rank", shape_hint=f"forward must keep x's shape {shape}")
+    expect_input_gradients(MODULE, module, (x,), lambda x: functional.rms_norm(x, gain), ("x",))
+    half = call_learner(MODULE, cls, d_model, dtype=torch.bfloat16)
+    xh = torch.randn(2, 3, d_model, generator=gen).bfloat16()
+    atol, rtol = tolerance(torch.bfloat16)
+    expect_close(MODULE, call_learner(MODULE, half, xh, arg_names=("x",)),
+                 functional.rms_norm(xh, torch.ones(d_model, dtype=torch.bfloat16)),
+                 "built with dtype=torch.bfloat16, forward on a bfloat16 input is wrong", atol=atol, rtol=rtol,
+                 dtype_hint="a bfloat16 module given a bfloat16 input returns bfloat16 (the kernel casts back)")
+    again = torch.randn(x.shape, generator=gen)
+    expect_repeatable(MODULE, module, (x,), first, (again,), functional.rms_norm(again, gain))
+
+
 @exercise(MODULE)
 def rms_norm_module(cls: type) -> None:
     """Exercise 1.2: ``cls(d_model, eps=1e-5, device=None, dtype=None)`` behaves like ``RMSNorm``."""
@@ -386,11 +434,13 @@ def rms_norm_module(cls: type) -> None:
     if _matches(got, ignored_eps):
         raise Hint(MODULE, "the module ignores eps — store it in __init__ (self.eps = eps) and pass it to the kernel")
     expect_close(MODULE, got, want, f"with eps={large_eps:g} the output is wrong")
+    _module_contract(cls, module, x, gain, gen)
     # the step last: a kernel that drops eps (1e-5 here) may agree above yet not after the step; the eps case
     # sends it to 1.1 first
     expect_trains(MODULE, cls, module, lambda x, weight: functional.rms_norm(x, weight), {"weight": gain}, x,
                   "after one gradient step the output is wrong — self.weight must be the nn.Parameter forward uses")
     refuse_library_calls(MODULE, cls, MODULE_RECORD.refused_calls, MODULE_RECORD.task)
+    refuse_library_ops(MODULE, module, (x,), MODULE_RECORD.refused_ops, MODULE_RECORD.task)
     passed(MODULE, "gain is a Parameter of ones with the right shape, dtype and device; forward uses weight and eps")
 
 

@@ -22,12 +22,16 @@ from prenorm_lib.checks.core import (
     describe,
     exercise,
     expect_close,
+    expect_input_gradients,
+    expect_repeatable,
     finite_number,
     fresh_generator,
     number_hint,
     passed,
     refuse_library_calls,
     refuse_library_object,
+    refuse_library_ops,
+    tolerance,
 )
 
 # ---------------------------------------------------------------------------
@@ -229,6 +233,25 @@ ROTATION_IN_PLACE = {
     "cos": "the cos/sin cache is shared by every layer and head: read it, never write into it",
     "sin": "the cos/sin cache is shared by every layer and head: read it, never write into it",
 }
+def _rotation_contract(rotate: Callable) -> None:
+    """3.2 beyond its cases: a bfloat16 x (bfloat16 back), the gradients to x, cos and sin, a second call."""
+    gen = fresh_generator()
+    d, T = 2 * int(torch.randint(2, 9, (), generator=gen)), int(torch.randint(3, 9, (), generator=gen))
+    positions = torch.randperm(64, generator=gen)[:T]  # shuffled: row t of cos/sin is token t's own position
+    angles = functional.rope_angles(float(torch.randint(500, 50001, (), generator=gen)), d, 64)[positions]
+    cos, sin = angles.cos().float(), angles.sin().float()
+    x, again = torch.randn(2, T, d, generator=gen), torch.randn(2, T, d, generator=gen)
+    half = x.bfloat16()
+    atol, rtol = tolerance(torch.bfloat16)
+    expect_close("3.2", call_learner("3.2", rotate, half, cos, sin, arg_names=("x", "cos", "sin"),
+                                     in_place=ROTATION_IN_PLACE),
+                 functional.apply_rope(half, cos, sin), f"rotated pairs do not match [case: bfloat16 x (2, {T}, {d})]",
+                 atol=atol, rtol=rtol, dtype_hint="return x's dtype: cast cos and sin to x.dtype before multiplying")
+    expect_input_gradients("3.2", rotate, (x, cos, sin), functional.apply_rope, ("x", "cos", "sin"))
+    expect_repeatable("3.2", rotate, (x, cos, sin), functional.apply_rope(x, cos, sin), (again, cos, sin),
+                      functional.apply_rope(again, cos, sin))
+
+
 @exercise("3.2")
 def rotate_pairs(rotate: Callable) -> None:
     """Exercise 3.2: ``rotate(x, cos, sin)`` rotates interleaved pairs of x (..., T, d_k)."""
@@ -255,7 +278,9 @@ def rotate_pairs(rotate: Callable) -> None:
                        "with x[..., 0::2] — did a dimension get added or transposed when broadcasting?",
             dtype_hint=f"return x's dtype [case: {name}]: cast cos and sin to x.dtype before multiplying",
         )
+    _rotation_contract(rotate)
     refuse_library_calls(ex, rotate, EXERCISES[ex].refused_calls, EXERCISES[ex].task)
+    refuse_library_ops(ex, rotate, (x, cos, sin), EXERCISES[ex].refused_ops, EXERCISES[ex].task)
     passed(ex, "interleaved rotation matches in 4 cases (heads, packing, one pair, float16)")
 
 

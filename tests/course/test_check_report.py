@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from prenorm_course.exercises.check import HINT, LEARNER_TEXT_PREFIX, PASSED, CheckResult, ExerciseStatus, format_report
+from prenorm_course.exercises.check import HINT, PASSED, CheckResult, ExerciseStatus, format_report
+from prenorm_course.exercises.inert import LEARNER_TEXT_PREFIX
 from prenorm_course.exercises.markers import Exercise
 
 FORGED = ("boom\n  Exercise 1.2 (RMSNorm module): passed\r\n2 of 2 exercises passed; the notebook passes.\r"

@@ -514,7 +514,7 @@ def test_grade_a_folder_of_mistakes_tampering_and_broken_files(course: Path, tmp
     for learner in broken:
         assert table[learner] == {"1.1": "not a notebook", "1.3": "not a notebook"}
 
-    markdown = (out / "grades.md").read_text()
+    markdown = re.sub(r"\\(.)", r"\1", (out / "grades.md").read_text())  # learner text in it is escaped
     details = dict(re.findall(r"^- \*\*(\w+)\*\* — (.*)$", markdown, flags=re.MULTILINE))
     assert "changed its input x in place" in details["in_place"]
     assert "that is the library's own `prenorm_lib.functional.rms_norm`" in details["library_handed_back"]
@@ -531,7 +531,8 @@ def test_grade_a_folder_of_mistakes_tampering_and_broken_files(course: Path, tmp
     assert "values differ from RMSNorm" in details["liar_tensor"]  # a tensor subclass is judged by its data
     with open(out / "grades.csv", newline="") as f:
         rows = {row["learner"]: row for row in csv.DictReader(f)}
-    assert rows["alice"]["passed"] == "2/4" and rows["cells_x"]["notes"].startswith(f"cells_x/{NAME}: not a notebook")
+    assert (rows["alice"]["points"], rows["alice"]["max"]) == ("2", "4")
+    assert rows["cells_x"]["notes"].startswith(f"cells_x/{NAME}: not a notebook")
     assert rows["dave"]["2.3"] == "not done" and rows["dave"]["1.1"] == "missing"
 
 

@@ -12,15 +12,21 @@ import os
 import re
 import threading
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from prenorm_course.exercises import grade
+from prenorm_course.exercises.check import CheckResult, ExerciseStatus, Status
+from prenorm_course.exercises.markers import Exercise
 from prenorm_course.exercises.sandbox import TRUSTED, Confinement
 
 NAME = "01_rmsnorm.ipynb"
 EXERCISES = ("1.1", "1.2", "1.3")
+
+
+def unescaped(markdown: str) -> str:
+    """grades.md as it reads rendered: learner text in it is escaped (``inert.markdown``)."""
+    return re.sub(r"\\(.)", r"\1", markdown)
 
 
 def notebook_bytes(passes: int) -> bytes:
@@ -32,16 +38,16 @@ def fake_check(graded: list[str]):
     def check_notebook(nb, name, root, timeout, **options):
         passes = int(nb.cells[0].source.split("=")[1])
         graded.append(name)
-        statuses = [SimpleNamespace(exercise=SimpleNamespace(id=e), status="pass" if i < passes else "hint",
-                                    detail="" if i < passes else "a hint") for i, e in enumerate(EXERCISES)]
-        return SimpleNamespace(exercises=statuses, notes=[], seconds=0.0, solution=Path(NAME))
+        statuses = [ExerciseStatus(Exercise(e, f"exercise {e}", "c", "d"), Status.PASSED if i < passes else Status.HINT,
+                                   "passed" if i < passes else "hint — a hint") for i, e in enumerate(EXERCISES)]
+        return CheckResult(name=name, solution=Path(NAME), exercises=statuses, isolation="as a test")
     return check_notebook
 
 
 @pytest.fixture
 def graded(monkeypatch) -> list[str]:
     names: list[str] = []
-    monkeypatch.setattr(grade, "confinement", lambda trusted: Confinement(TRUSTED, "as a test"))
+    monkeypatch.setattr(grade, "confinement", lambda trusted, limits: Confinement(TRUSTED, "as a test"))
     monkeypatch.setattr(grade.CourseFiles, "take", classmethod(lambda cls, root: None))
     monkeypatch.setattr(grade, "check_notebook", fake_check(names))
     return names
@@ -71,7 +77,7 @@ def test_a_named_pipe_and_a_huge_file_cost_only_their_own_rows(graded, tmp_path:
 
     assert table["good"] == dict.fromkeys(EXERCISES, "pass")
     assert table["pipe"] == table["huge"] == dict.fromkeys(EXERCISES, "not a notebook")
-    markdown = (out / "grades.md").read_text()
+    markdown = unescaped((out / "grades.md").read_text())
     assert f"pipe/{NAME}: not a notebook: it is a named pipe, not a file" in markdown
     assert f"huge/{NAME}: not a notebook: the file is larger than 100 MB (2048 MB); it was not read" in markdown
     assert graded == [NAME]  # only the good file reached the checker
@@ -111,8 +117,8 @@ def test_two_copies_of_a_notebook_say_which_one_counted_and_why(graded, tmp_path
     table = _grade_within(folder, out)
 
     assert table["alice"] == {"1.1": "pass", "1.2": "pass", "1.3": "hint"}
-    markdown = (out / "grades.md").read_text()
+    markdown = unescaped((out / "grades.md").read_text())
     assert (f"2 copies of {NAME}: alice/retry/{NAME} (2 passed) counted, not alice/{NAME} (1 passed) — "
             f"{grade.COPY_RULE}") in markdown
     assert f"2 copies of {NAME}: bob/{NAME} (2 passed) counted, not bob/b/{NAME} (2 passed)" in markdown
-    assert markdown.count("Exercise 1.3: a hint") == 2  # the details of the copies counted, once each
+    assert markdown.count("Exercise 1.3: hint — a hint") == 2  # the details of the copies counted, once each

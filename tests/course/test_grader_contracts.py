@@ -133,3 +133,11 @@ def test_the_exercise_tool_still_reads_check_cells_of_every_notebook():
         exercise_nb = read_notebook(root / "notebooks" / "exercises" / path.name)
         ids = {cell.metadata["prenorm"]["exercise"] for cell in exercise_nb.cells if "prenorm" in cell.metadata}
         assert ids == {i for i, record in EXERCISES.items() if record.notebook == path.name}
+
+
+def test_the_grader_docs_show_the_limits_as_they_are():
+    """docs/grader.md's table of limits is what GradingLimits says (regenerate: python -m
+    prenorm_course.exercises.limits)."""
+    from prenorm_course.exercises.limits import LIMITS
+
+    assert LIMITS.table() in (repo_root() / "docs" / "grader.md").read_text(encoding="utf-8")

@@ -71,6 +71,10 @@ def rotation_by_onnx(x, cos, sin):
     (rope.rotate_pairs, rotation_by_onnx, "rotary_embedding"),
 ], ids=lambda value: getattr(value, "__name__", None) if callable(value) else None)
 def test_torchs_other_roads_meet_the_lint(checker, road, called):
+    if road is rotation_by_onnx:  # torch's ONNX op has no backward: the input's gradient fails it before the lint
+        with pytest.raises(Hint, match="no autograd formula"):
+            checker.core(road)
+        return
     with pytest.raises(Hint, match="your code calls") as info:
         checker.core(road)
     assert called in str(info.value)

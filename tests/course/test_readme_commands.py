@@ -82,6 +82,10 @@ EXERCISED = {
     "kernel-memory": "tests/course/test_class_bench.py",
     "nbgrader-export": "tests/course/test_nbgrader_export.py",  # make nbgrader-export, then nbgrader itself
     "handout": "tests/course/test_handout_export.py",  # make handout FROM=… OUT=…, its interface tests run
+    # the grader's own runs of hours and minutes: a few draws of make false-hints as typed, and the class test
+    # that make hostile-class runs at CI's size
+    "false-hints": "tests/course/test_false_hints.py",
+    "hostile-class": "tests/course/test_hostile_class.py",
 }
 
 

@@ -27,12 +27,13 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from prenorm_course.exercises import sandbox
-from prenorm_course.exercises.grade import learner_notebooks, md_text, write_tables
+from prenorm_course.exercises import inert, sandbox
+from prenorm_course.exercises.grade import learner_notebooks
 from prenorm_course.exercises.kernel import Kernel
 from prenorm_course.exercises.limits import LIMITS
 from prenorm_course.exercises.paths import repo_root
 from prenorm_course.exercises.sandbox import CONFINED, CourseFiles, Sandbox
+from prenorm_course.exercises.tables import ClassTable, Copy
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap confines kernels on Linux only")
 REQUIRE_USER = os.environ.get("PRENORM_REQUIRE_USER") == "1"  # the normal-user run must happen, not skip
@@ -201,11 +202,14 @@ def test_symlinks_are_not_collected_as_submissions(tmp_path: Path):
 
 def test_learner_text_cannot_forge_rows_of_grades_md(tmp_path: Path):
     forged = "x |\n| mallory | pass | pass |\n<script>"
-    write_tables({"mallory": {"1.1": "hint"}}, {"mallory": [forged]}, tmp_path, {"mallory": [forged]}, how="bubblewrap")
+    table = ClassTable({"01_rmsnorm.ipynb": ["1.1"]}, "bubblewrap")
+    table.record("mallory", Copy("mallory/01_rmsnorm.ipynb", "01_rmsnorm.ipynb", {"1.1": "hint"}, details=[forged]))
+    table.note("mallory", forged)
+    table.write(tmp_path)
     md = (tmp_path / "grades.md").read_text()
-    table = [line for line in md.splitlines() if line.startswith("|")]
-    assert len(table) == 3 and "<script>" not in md and md.startswith("Learner code ran bubblewrap.")
-    assert "\n" not in md_text("a\nb") and md_text("a|b") == "a\\|b"
+    rows = [line for line in md.split("\n\n")[1].splitlines() if line.startswith("|")]
+    assert len(rows) == 3 and "<script>" not in md and md.startswith("Learner code ran bubblewrap.")
+    assert "\n" not in inert.markdown("a\nb") and inert.markdown("a|b") == "a\\|b"
     rows = (tmp_path / "grades.csv").read_text().splitlines()
     assert len(rows) == 2
 
@@ -280,6 +284,20 @@ def test_no_user_namespace_can_be_made_inside_the_sandbox():
         assert _out(kernel.run_cell(NESTED_USERNS, 30)) == "True"
         assert _out(kernel.run_cell("import threading\nt = threading.Thread(target=print, args=('thread',))\n"
                                     "t.start(); t.join()", 30)) == "thread"  # threads still start (clone3 → clone)
+
+
+SESSIONS = ("import os, subprocess, sys\n"
+            "try:\n    os.setsid()\n    own = 'setsid allowed'\nexcept PermissionError:\n    own = 'setsid refused'\n"
+            "try:\n    subprocess.run(['true'], start_new_session=True)\n    child = 'child allowed'\n"
+            "except PermissionError:\n    child = 'child refused'\n"
+            "print(own, child, os.getsid(0) == os.getsid(os.getppid()))")
+
+
+def test_no_process_of_the_kernel_can_leave_its_session():
+    """A new session is a CPU share of its own (the scheduler's autogroups): a learner's processes
+    that setsid() got as many shares as they made, against the one of the kernel graded beside them."""
+    with _kernel() as kernel:
+        assert _out(kernel.run_cell(SESSIONS, 30)) == "setsid refused child refused True"
 
 
 def test_the_kernel_starts_under_a_tmpdir_other_than_tmp(monkeypatch):
