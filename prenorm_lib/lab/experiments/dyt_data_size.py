@@ -5,13 +5,13 @@ models that "match or exceed" their normalised counterparts; Chen et al.'s Derf,
 γ·erf(αx + s), claims to beat both. A 2026 study (arXiv 2604.23434) reports the sign of
 DyT's effect turning with the amount of data: better validation loss on very little data,
 worse on more. So the course's tiny LM (2 pre-norm blocks, d_model 64, SwiGLU, RoPE; the
-Python documentation's prose, one token per byte, as in notebook 02) is trained with each
-normaliser on three training sets of different size, with the same number of updates:
+Python documentation's prose, one token per byte, as in notebook 02; windows of 32 bytes) is
+trained with each normaliser for 500 updates on three training sets of different size:
 
-- 16 Ki bytes (16 evenly spaced chunks of 1 KiB): the model reads it ~37 times; about 0.12
+- 16 Ki bytes (16 evenly spaced chunks of 1 KiB): the model reads it ~16 times; about 0.12
   training bytes per parameter — little data, much repetition;
-- 256 Ki bytes (256 chunks): read ~2.3 times, about 1.9 bytes per parameter;
-- all 4.47 M bytes: read 0.14 times, about 32 bytes per parameter — no repetition.
+- 256 Ki bytes (256 chunks): read about once, about 1.9 bytes per parameter;
+- all 4.47 M bytes: read 0.06 times, about 32 bytes per parameter — no repetition.
 
 Each normaliser's learning rate, and DyT's and Derf's α₀ (the papers tune α₀ for language
 models: DyT §7.2, Derf §6), are chosen per training-set size on two held-out seeds by the
@@ -40,8 +40,8 @@ DESCRIPTION = ("DyT and Derf in place of every RMSNorm, at 16 Ki, 256 Ki and 4.4
                "settings tuned on held-out seeds (dyt_tuning), 6 paired seeds")
 
 # The model and the training run, the same for every cell (the grid and the chosen settings vary).
-MODEL: dict[str, Any] = {"d_model": 64, "num_layers": 2, "num_heads": 4, "context_length": 64}
-TRAINING: dict[str, Any] = {"steps": 600, "warmup_steps": 60, "batch_size": 16, "eval_every": 100,
+MODEL: dict[str, Any] = {"d_model": 64, "num_layers": 2, "num_heads": 4, "context_length": 32}
+TRAINING: dict[str, Any] = {"steps": 500, "warmup_steps": 50, "batch_size": 16, "eval_every": 100,
                             "eval_batches": 16}
 SIZES: dict[str, int | None] = {"16Ki": 16_384, "256Ki": 262_144, "all": None}  # training bytes; None: all
 CHUNK = 1024  # a small training set is this many evenly spaced chunks of the full one
@@ -221,3 +221,25 @@ def epochs(record: Record, size: str, corpus_bytes: int) -> float:
     config = record.config
     n_bytes = config["sizes"][size] or corpus_bytes
     return config["steps"] * config["batch_size"] * config["model"]["context_length"] / n_bytes
+
+
+LABELS = {"16Ki": "16 KiB", "256Ki": "256 KiB", "all": "all (4.47 MB)"}  # the training texts, for axes and tables
+
+
+def comparison_figure(record: Record):
+    """:func:`prenorm_lib.lab.figures.rmsnorm.draw_normaliser_comparison` of ``record``."""
+    from prenorm_lib.lab.figures import rmsnorm as figs
+
+    finals = {size: final_losses(record, size) for size in sizes(record)}
+    comparisons = {size: {kind: against(record, size, kind) for kind in normalisers(record) if kind != BASELINE}
+                   for size in sizes(record)}
+    return figs.draw_normaliser_comparison(finals, comparisons, {size: LABELS[size] for size in sizes(record)},
+                                           record.config["steps"])
+
+
+def s_curve_figure(record: Record, size: str = "all"):
+    """:func:`prenorm_lib.lab.figures.rmsnorm.draw_s_curves` of the RMSNorm model of seed 0 at ``size``."""
+    from prenorm_lib.lab.figures import rmsnorm as figs
+
+    cell = record.runs[str(record.config["seeds"][0])][f"{size}|{BASELINE}"]
+    return figs.draw_s_curves(cell["s_curves"], f"The course's own RMSNorms, trained on {LABELS[size]} of text")
