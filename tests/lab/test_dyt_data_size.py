@@ -32,9 +32,21 @@ def test_the_record_trains_the_settings_the_tuning_record_chose():
 
 def test_the_tuning_grid_tunes_alpha0_only_where_there_is_one():
     config = dyt_tuning.CONFIG
-    assert dyt_tuning.settings(config, "rmsnorm") == [{"lr": lr} for lr in config["lrs"]]
-    assert len(dyt_tuning.settings(config, "dyt")) == len(config["lrs"]) * len(config["alpha0s"])
+    assert dyt_tuning.settings(config, "rmsnorm") == [{"lr": lr} for lr in config["grids"]["rmsnorm"]["lrs"]]
+    grid = config["grids"]["dyt"]
+    assert len(dyt_tuning.settings(config, "dyt")) == len(grid["lrs"]) * len(grid["alpha0s"])
     assert {"lr": 1e-2, "alpha0": 1.0} in dyt_tuning.settings(config, "derf")
+
+
+def test_every_chosen_setting_lies_inside_its_grid():
+    """A choice at the grid's edge would say the grid was too small to tune that variant."""
+    config = dyt_tuning.CONFIG
+    for size, by_kind in dyt_tuning.chosen(experiments.load("dyt_tuning")).items():
+        for kind, setting in by_kind.items():
+            grid = config["grids"][kind]
+            for name, values in (("lr", grid["lrs"]), ("alpha0", grid.get("alpha0s"))):
+                if values:
+                    assert values[0] < setting[name] < values[-1], (size, kind, setting)
 
 
 def test_a_small_training_set_is_evenly_spaced_chunks_of_the_full_one(corpus):
