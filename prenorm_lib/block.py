@@ -147,18 +147,14 @@ class TransformerBlock(nn.Module):
         self._forward = self.placement.scaled_forward if scaled else self.placement.forward
         d_model = config.d_model
 
-        def norm(role: str) -> nn.Module:  # a normaliser of the attention sub-layer ("attention") or the FFN's
-            return make_norm(config.normaliser, d_model, eps=config.eps, alpha0=config.alpha0(role),
-                             device=device, dtype=dtype)
-
-        def qk_norm(size: int) -> nn.Module:
-            return make_norm(config.normaliser, size, eps=config.eps, alpha0=config.alpha0("attention"),
+        def norm(role: str, size: int = d_model) -> nn.Module:  # a normaliser of the attention sub-layer or the rest
+            return make_norm(config.normaliser, size, eps=config.eps, alpha0=config.alpha0(role),
                              device=device, dtype=dtype)
 
         self.attn = MultiHeadSelfAttention(
             d_model, config.num_heads, max_seq_len=config.context_length, rope_theta=config.rope_theta,
-            qk_norm=config.qk_norm, eps=config.eps, norm_factory=qk_norm, device=device, dtype=dtype,
-            gate=config.attn_gate, sink=config.attn_sink,
+            qk_norm=config.qk_norm, eps=config.eps, norm_factory=lambda size: norm("attention", size),
+            device=device, dtype=dtype, gate=config.attn_gate, sink=config.attn_sink,
         )
         self.ffn = make_ffn(config.ffn, d_model, config.d_ff, device=device, dtype=dtype)
         if self.placement.input_norms:

@@ -24,7 +24,6 @@ from prenorm_lib import functional, validation
 # (§7.2 tunes α₀ for LLMs, larger in attention blocks). Derf §5 initialises α to 0.5, s to 0.
 DYT_ALPHA0 = 0.5
 DERF_ALPHA0 = 0.5
-DERF_SHIFT0 = 0.0
 
 
 class RMSNorm(nn.Module):
@@ -48,7 +47,26 @@ class RMSNorm(nn.Module):
         return f"{self.d_model}, eps={self.eps}"
 
 
-class DynamicTanh(nn.Module):
+class _PointwiseNorm(nn.Module):
+    """What DyT and Derf share: a learnable scalar ``alpha`` (starting at ``alpha0``), then the
+    scalars ``shifts`` names (each starting at 0), then a gain at ones."""
+
+    shifts: tuple[str, ...] = ()
+
+    def __init__(self, d_model: int, alpha0: float, device=None, dtype=None):
+        super().__init__()
+        self.d_model = validation.positive_int("d_model", d_model)
+        self.alpha0 = validation.positive_float("alpha0", alpha0)
+        self.alpha = nn.Parameter(torch.full((), alpha0, device=device, dtype=dtype))
+        for name in self.shifts:
+            setattr(self, name, nn.Parameter(torch.zeros((), device=device, dtype=dtype)))
+        self.weight = nn.Parameter(torch.ones(d_model, device=device, dtype=dtype))
+
+    def extra_repr(self) -> str:
+        return f"{self.d_model}, alpha0={self.alpha0}"
+
+
+class DynamicTanh(_PointwiseNorm):
     """DyT: ``weight * tanh(alpha * x)``, element-wise, in place of a norm.
 
     ``alpha`` is one learnable scalar, initialised to ``alpha0``; ``weight`` (γ) starts at
@@ -57,40 +75,27 @@ class DynamicTanh(nn.Module):
     """
 
     def __init__(self, d_model: int, alpha0: float = DYT_ALPHA0, device=None, dtype=None):
-        super().__init__()
-        self.d_model = validation.positive_int("d_model", d_model)
-        self.alpha0 = validation.positive_float("alpha0", alpha0)
-        self.alpha = nn.Parameter(torch.full((), alpha0, device=device, dtype=dtype))
-        self.weight = nn.Parameter(torch.ones(d_model, device=device, dtype=dtype))
+        super().__init__(d_model, alpha0, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         validation.last_dim("x", x, self.d_model)
         return functional.dyt(x, self.alpha, self.weight)  # (..., d_model)
 
-    def extra_repr(self) -> str:
-        return f"{self.d_model}, alpha0={self.alpha0}"
 
-
-class DynamicErf(nn.Module):
+class DynamicErf(_PointwiseNorm):
     """Derf: ``weight * erf(alpha * x + shift)``, element-wise, in place of a norm.
 
     ``alpha`` starts at ``alpha0`` and ``shift`` at 0 (Derf §5); ``weight`` at ones.
     """
 
+    shifts = ("shift",)
+
     def __init__(self, d_model: int, alpha0: float = DERF_ALPHA0, device=None, dtype=None):
-        super().__init__()
-        self.d_model = validation.positive_int("d_model", d_model)
-        self.alpha0 = validation.positive_float("alpha0", alpha0)
-        self.alpha = nn.Parameter(torch.full((), alpha0, device=device, dtype=dtype))
-        self.shift = nn.Parameter(torch.full((), DERF_SHIFT0, device=device, dtype=dtype))
-        self.weight = nn.Parameter(torch.ones(d_model, device=device, dtype=dtype))
+        super().__init__(d_model, alpha0, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         validation.last_dim("x", x, self.d_model)
         return functional.derf(x, self.alpha, self.shift, self.weight)  # (..., d_model)
-
-    def extra_repr(self) -> str:
-        return f"{self.d_model}, alpha0={self.alpha0}"
 
 
 NORMALISERS = ("rmsnorm", "dyt", "derf")  # what ModelConfig(normaliser=...) accepts

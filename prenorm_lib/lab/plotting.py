@@ -56,6 +56,9 @@ COLORS = {
     "reference": "#222222",
     "layernorm": OKABE_ITO["vermillion"],
     "rmsnorm": OKABE_ITO["blue"],
+    # point-wise replacements of the norm (notebook 01's deep dive)
+    "dyt": OKABE_ITO["bluish_green"],
+    "derf": OKABE_ITO["reddish_purple"],
 }
 
 # The second cue: colour is never the only thing that tells two lines apart. Lines drawn one
@@ -67,7 +70,7 @@ LINESTYLES = {
     "pre": "-", "post": "--", "none": ":",
     "relu": ":", "silu": "-.", "gelu": (0, (8, 3)), "swiglu": "-", "geglu": (0, (6, 2, 1, 2, 1, 2)),
     "reglu": "--", "bilinear": (0, (1, 3)),
-    "layernorm": "--", "rmsnorm": "-", "reference": ":",
+    "layernorm": "--", "rmsnorm": "-", "reference": ":", "dyt": "--", "derf": "-.",
 }
 CYCLE_COLORS = [OKABE_ITO[name] for name in
                 ("blue", "vermillion", "bluish_green", "reddish_purple", "orange", "sky_blue", "black", "grey")]

@@ -13,7 +13,7 @@ from prenorm_course import classroom
 ROOT = Path(__file__).resolve().parents[2]
 MARK, TAG = "optional deep dive", "deep-dive"
 DEEP_DIVES = {  # the research-level sections a first reading may skip (issue 28)
-    "01": ["Timing RMSNorm against LayerNorm"],
+    "01": ["Timing RMSNorm against LayerNorm", "Do we still need the norm?"],
     "02": ["Two controls", "Squared ReLU"],
     "03": ["Long-term decay", "Beyond the training length"],
     "04": ["Sinks and gates"],

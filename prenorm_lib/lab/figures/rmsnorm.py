@@ -3,7 +3,9 @@
 The notebook explains; the code it runs more than once (plots, the depth experiment, the
 shift slider, the deliberately broken kernel of the fp16 demo) lives here so the README's
 figure and the notebook's picture are drawn by the same function. The timing itself is
-:mod:`prenorm_lib.lab.timing`; its stored run is the experiment ``rmsnorm_speed``.
+:mod:`prenorm_lib.lab.timing`; its stored run is the experiment ``rmsnorm_speed``. The
+optional deep dive (DyT and Derf in the norm's place) plots the records ``dyt_data_size``
+and ``dyt_tuning``.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.ticker import FixedLocator, MaxNLocator, NullFormatter, NullLocator
+from scipy.optimize import curve_fit
 
 from prenorm_lib import functional, validation
 from prenorm_lib.lab import timing
-from prenorm_lib.lab.plotting import COLORS
+from prenorm_lib.lab.plotting import COLORS, LINESTYLES
 from prenorm_lib.lab.sliders import LiveFigure
+from prenorm_lib.lab.stats import PairedComparison
 from prenorm_lib.norm import RMSNorm
 
 __all__ = [
@@ -25,13 +29,16 @@ __all__ = [
     "FIGURES",
     "activation_rms_by_depth",
     "draw_gain_fit",
+    "draw_normaliser_comparison",
     "draw_rms_by_depth",
+    "draw_s_curves",
     "draw_timing_ratios",
     "fit_gain",
     "fp16_overflow_demo",
     "operation_counts",
     "rmsnorm_scale_and_overflow",
     "shift_slider",
+    "tanh_fit",
     "zero_mean_vector",
 ]
 
@@ -331,6 +338,98 @@ def rmsnorm_scale_and_overflow() -> plt.Figure:
     return fig
 
 
+# --- do we still need the norm? DyT and Derf (the optional deep dive) ---------------------
+
+def tanh_fit(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """Least squares of y ≈ a·tanh(b·x) and of the straight line y ≈ c·x: their parameters and R².
+
+    How much of a norm's input–output cloud a scaled tanh explains beyond a line through the
+    origin: DyT's premise, measured on the course's own model.
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    slope = float(x @ y / (x @ x))
+    total = float(((y - y.mean()) ** 2).sum())
+    scale0 = float(np.abs(y).max())
+    (a, b), _ = curve_fit(lambda v, a, b: a * np.tanh(b * v), x, y, p0=(scale0, slope / scale0), maxfev=20_000)
+    r2 = lambda residual: 1 - float((residual**2).sum()) / total
+    return {"a": float(a), "b": float(b), "r2_tanh": r2(y - a * np.tanh(b * x)), "r2_line": r2(y - slope * x),
+            "slope": slope}
+
+
+def draw_s_curves(curves: dict[str, dict[str, list[float]]], title: str) -> plt.Figure:
+    """Each RMSNorm's input against its output before the gain, with the best a·tanh(b·x) (dashed).
+
+    DyT's Fig. 2 draws the same cloud for ViT, wav2vec 2.0 and DiT; here it is the course's
+    own two-block LM. Each token is a line through 0 with slope 1/RMS(token); together the
+    tokens draw whatever shape the norm has.
+    """
+    fig, axes = plt.subplots(1, len(curves), figsize=(2.3 * len(curves) + 0.6, 3.3), sharey=True)
+    for ax, (name, points) in zip(np.atleast_1d(axes), curves.items(), strict=True):
+        x, y = np.asarray(points["x"]), np.asarray(points["y"])
+        ax.plot(x, y, ".", color=COLORS["rmsnorm"], alpha=0.35, markersize=3, markeredgewidth=0,
+                label="elements (input, output)")
+        fit = tanh_fit(x, y)
+        grid = np.linspace(x.min(), x.max(), 200)
+        ax.plot(grid, fit["a"] * np.tanh(fit["b"] * grid), color=COLORS["dyt"], linestyle=LINESTYLES["dyt"],
+                label="best a·tanh(b·x)")
+        ax.set_title(name.replace("layers.", "block ").replace(".", " "), fontsize=11)
+        ax.set_xlabel("input x")
+        ax.text(0.04, 0.96, f"R² tanh {fit['r2_tanh']:.2f}\nR² line {fit['r2_line']:.2f}", transform=ax.transAxes,
+                va="top", fontsize=10)
+    np.atleast_1d(axes)[0].set_ylabel("x / RMS(x)")
+    handles, labels = np.atleast_1d(axes)[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=2, markerscale=3)
+    fig.suptitle(title, fontsize=12, fontweight="bold")
+    return fig
+
+
+def draw_normaliser_comparison(finals: dict[str, dict[str, list[float]]],
+                               comparisons: dict[str, dict[str, PairedComparison]],
+                               labels: dict[str, str], steps: int) -> plt.Figure:
+    """Final held-out loss of each normaliser by training-set size (left) and its paired gap to RMSNorm (right).
+
+    ``finals[size][normaliser]`` holds one loss per seed; ``comparisons[size][normaliser]`` the paired
+    difference normaliser − RMSNorm with its 95 % interval; ``labels[size]`` the x-axis label.
+    """
+    sizes = list(finals)
+    kinds = list(finals[sizes[0]])
+    names = {"rmsnorm": "RMSNorm", "dyt": "DyT", "derf": "Derf"}
+    markers = {"rmsnorm": "o", "dyt": "s", "derf": "^"}
+    fig, (ax_loss, ax_gap) = plt.subplots(1, 2, figsize=(9.6, 3.6))
+    positions = np.arange(len(sizes))
+    for k, kind in enumerate(kinds):
+        offset = (k - (len(kinds) - 1) / 2) * 0.18
+        means = [np.nanmean(finals[size][kind]) for size in sizes]
+        for i, size in enumerate(sizes):
+            values = finals[size][kind]
+            ax_loss.plot(np.full(len(values), i + offset), values, markers[kind], color=COLORS[kind], alpha=0.35,
+                         markersize=4, markeredgewidth=0)
+        ax_loss.plot(positions + offset, means, marker=markers[kind], color=COLORS[kind],
+                     linestyle=LINESTYLES[kind], label=f"{names[kind]} (mean, and each seed)")
+    ax_loss.set_xticks(positions, [labels[size] for size in sizes])
+    ax_loss.set_ylabel("final held-out loss (nats/byte)")
+    ax_loss.set_xlabel("training text")
+    ax_loss.set_title(f"Held-out loss after {steps} updates", fontsize=11)
+    ax_loss.legend(fontsize=10)
+    ax_gap.axhline(0.0, color=COLORS["reference"], linewidth=0.8, linestyle=LINESTYLES["reference"])
+    for k, kind in enumerate(kind for kind in kinds if kind != "rmsnorm"):
+        offset = (k - 0.5) * 0.2
+        gaps = [comparisons[size][kind] for size in sizes]
+        for i, c in enumerate(gaps):
+            ax_gap.plot(np.full(c.n, i + offset), c.differences, markers[kind], color=COLORS[kind], alpha=0.35,
+                        markersize=4, markeredgewidth=0)
+            ax_gap.errorbar([i + offset], [c.mean], yerr=[[c.mean - c.low], [c.high - c.mean]], fmt="none",
+                            ecolor=COLORS[kind], capsize=4)
+        ax_gap.plot(positions + offset, [c.mean for c in gaps], marker=markers[kind], color=COLORS[kind],
+                    linestyle=LINESTYLES[kind], label=f"{names[kind]} − RMSNorm (mean, 95 % CI)")
+    ax_gap.set_xticks(positions, [labels[size] for size in sizes])
+    ax_gap.set_ylabel("paired difference (nats/byte)")
+    ax_gap.set_xlabel("training text")
+    ax_gap.set_title("Minus RMSNorm, seed by seed (< 0: lower)", fontsize=11)
+    ax_gap.legend(fontsize=10)
+    return fig
+
+
 FIGURES = {"rmsnorm_scale_and_overflow": rmsnorm_scale_and_overflow}
 
 
@@ -349,11 +448,31 @@ def _gain_fit_example() -> plt.Figure:
     return draw_gain_fit(*fit_gain(target), target)
 
 
+def _stored_dyt_record():
+    from prenorm_lib.lab import experiments
+
+    return experiments.load("dyt_data_size")
+
+
+def _s_curve_example() -> plt.Figure:
+    from prenorm_lib.lab.experiments import dyt_data_size
+
+    return dyt_data_size.s_curve_figure(_stored_dyt_record())
+
+
+def _normaliser_comparison_example() -> plt.Figure:
+    from prenorm_lib.lab.experiments import dyt_data_size
+
+    return dyt_data_size.comparison_figure(_stored_dyt_record())
+
+
 EXAMPLES = {
     "rms_by_depth": draw_rms_by_depth,
     "shift_slider": shift_slider,
     "timing_ratios": _timing_example,
     "gain_fit": _gain_fit_example,
+    "dyt_s_curves": _s_curve_example,
+    "normaliser_comparison": _normaliser_comparison_example,
 }
 
 SLIDERS = {"rmsnorm_shift": shift_slider}
