@@ -11,7 +11,7 @@ SOLUTION_NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 EXERCISE_NOTEBOOKS := $(sort $(wildcard notebooks/exercises/[0-9][0-9]_*.ipynb))
 
 .PHONY: setup lab test lint unit nbval exercises-verify browser figures notebooks \
-        exercises check not-every-exercise-passed-yet grade bench notebook-times site demo experiments experiment clean \
+        exercises check not-every-exercise-passed-yet grade bench bench-browser notebook-times site demo experiments experiment clean \
         wheel wheel-check nbval-cpus drift-cpus attacks-as-user
 
 ## torch's build. On Linux without an NVIDIA GPU (no nvidia-smi) pip also looks in PyTorch's CPU index, whose
@@ -107,6 +107,12 @@ figures: $(STAMP)
 ## The library against torch's own ops: make bench (REPEATS=5 for a quick look; default 30).
 bench: $(STAMP)
 	$(PY) -m prenorm_course.bench $(if $(REPEATS),--repeats $(REPEATS))
+
+## The browser tests as a benchmark, for a quiet machine: the classroom's "live at once" limits decide, and a
+## full run writes its times (Run All, sliders, the classroom cold and preheated) to docs/measurements.md.
+## NB=01 runs one notebook's tests (then nothing is written). CI runs the same tests without limits (make browser).
+bench-browser: $(STAMP)
+	PRENORM_BENCHMARK=1 $(BIN)/pytest -q tests/course/browser -p no:cacheprovider $(if $(NB),-k "$(NB)_")
 
 ## How long each notebook takes, top to bottom in a fresh kernel: make notebook-times (NB=03 for one).
 notebook-times: $(STAMP)

@@ -378,6 +378,10 @@ def test_make_bench_prints_every_comparison(checkout: Path):
     assert "2 interleaved repeats" in result.stdout, said(result)
     for row in ("TransformerBlock fwd+bwd", "RoPE", "rms_norm", "RMSNorm / LayerNorm", "compiled HF Llama"):
         assert row in result.stdout, said(result)
+    from prenorm_course import measurements
+
+    section = measurements.read_sections((checkout / measurements.DOCUMENT).read_text())["bench"]
+    assert "*Written by `make bench REPEATS=2` on " in section and "compiled HF Llama" in section, section
 
 
 @pytest.mark.slow
