@@ -11,7 +11,7 @@ SOLUTION_NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 EXERCISE_NOTEBOOKS := $(sort $(wildcard notebooks/exercises/[0-9][0-9]_*.ipynb))
 
 .PHONY: setup lab test lint unit nbval exercises-verify browser figures notebooks \
-        exercises check not-every-exercise-passed-yet grade bench bench-browser notebook-times site demo experiments experiment clean \
+        exercises check not-every-exercise-passed-yet grade bench bench-browser agents notebook-times site demo experiments experiment clean \
         wheel wheel-check nbval-cpus drift-cpus attacks-as-user
 
 ## torch's build. On Linux without an NVIDIA GPU (no nvidia-smi) pip also looks in PyTorch's CPU index, whose
@@ -113,6 +113,10 @@ bench: $(STAMP)
 ## NB=01 runs one notebook's tests (then nothing is written). CI runs the same tests without limits (make browser).
 bench-browser: $(STAMP)
 	PRENORM_BENCHMARK=1 $(BIN)/pytest -q tests/course/browser -p no:cacheprovider $(if $(NB),-k "$(NB)_")
+
+## AGENTS.md, the guide for a learner's coding assistant, from the exercise records and the checkers' hints.
+agents: $(STAMP)
+	$(PY) -m prenorm_course.agents
 
 ## How long each notebook takes, top to bottom in a fresh kernel: make notebook-times (NB=03 for one).
 notebook-times: $(STAMP)

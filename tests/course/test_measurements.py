@@ -11,7 +11,7 @@ import pytest
 from prenorm_course import measurements
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-WHEN = dt.datetime(2026, 11, 27, 10, 30, tzinfo=dt.timezone.utc)
+WHEN = dt.datetime(2026, 11, 27, 10, 30, tzinfo=dt.UTC)
 
 
 def test_a_section_is_written_with_its_stamp(tmp_path: Path):
@@ -53,7 +53,7 @@ def test_a_load_watch_samples_while_the_block_runs():
 
 def test_bad_arguments_are_named(tmp_path: Path):
     target = tmp_path / "m.md"
-    with pytest.raises(ValueError, match="section must be a lowercase name.*'Bench Mark'"):
+    with pytest.raises(ValueError, match=r"section must be a lowercase name.*'Bench Mark'"):
         measurements.write("Bench Mark", "x", command="make bench", path=target)
     with pytest.raises(ValueError, match="command must be the command"):
         measurements.write("bench", "x", command=" ", path=target)

@@ -54,6 +54,7 @@ EXERCISED = {
     "lab": "test_make_lab_opens_the_exercise_notebooks",
     "setup": "test_install_by_hand_then_make_setup",  # make setup and make setup TORCH_INDEX=, in a fresh clone
     "bench-browser": "test_make_bench_browser_runs_one_notebook",
+    "agents": "test_make_agents_leaves_a_current_file_alone",
     "test": ".ci/run",  # CI runs `make test` on a fresh clone, nothing weaker
     "demo": "tests/course/browser/test_demo.py",  # make demo NB=0N PORT=… for every notebook, in Chromium
     "site": "test_make_site_builds_every_page",
@@ -830,3 +831,12 @@ def test_make_bench_browser_runs_one_notebook(checkout: Path, tmp_path: Path):
     assert "Benchmark: the classroom's limits decided" in (checkout / "test-artifacts" / "browser" / "report.md"
                                                             ).read_text()
     assert (checkout / "docs" / "measurements.md").read_text() == before
+
+
+def test_make_agents_leaves_a_current_file_alone(checkout: Path):
+    """`make agents` writes AGENTS.md; run on the committed (current) one, it writes the same bytes."""
+    before = (checkout / "AGENTS.md").read_bytes()
+    (checkout / "AGENTS.md").unlink()
+    result = make(checkout, "agents")
+    assert result.returncode == 0 and "wrote " in result.stdout, said(result)
+    assert (checkout / "AGENTS.md").read_bytes() == before
