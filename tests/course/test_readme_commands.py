@@ -840,3 +840,43 @@ def test_make_agents_leaves_a_current_file_alone(checkout: Path):
     result = make(checkout, "agents")
     assert result.returncode == 0 and "wrote " in result.stdout, said(result)
     assert (checkout / "AGENTS.md").read_bytes() == before
+
+
+# ---------------------------------------------------------------- the README's times follow the measurements
+
+README_RUN_ALL = re.compile(r"^\| \[\d\d · [^\]]+\]\(notebooks/exercises/(\d\d_\w+\.ipynb)\) \|.*\| ≈ (\d+) s \|$",
+                            re.MULTILINE)
+MEASURED_RUN_ALL = re.compile(r"^\| (\d\d_\w+\.ipynb) \| (\d+(?:\.\d+)?) s \|", re.MULTILINE)
+RUN_ALL_TOLERANCE = 1.5  # each notebook's measured / stated time within ×1.5 of the others' common factor
+
+
+def run_all_mismatches(readme: str, measured_section: str) -> list[str]:
+    """Notebooks whose README time is off from docs/measurements.md by more than the machine explains.
+
+    A measurement on a busier or slower machine scales every notebook alike, so the README's rounded times
+    are compared up to one common factor (the median ratio), never as absolute seconds."""
+    stated = {name: float(seconds) for name, seconds in README_RUN_ALL.findall(readme)}
+    measured = {name: float(seconds) for name, seconds in MEASURED_RUN_ALL.findall(measured_section)}
+    if set(stated) != set(measured) or not stated:
+        return [f"the README times {sorted(stated)}, docs/measurements.md {sorted(measured)}"]
+    ratios = {name: measured[name] / stated[name] for name in stated}
+    common = sorted(ratios.values())[len(ratios) // 2]
+    return [f"{name}: README ≈ {stated[name]:.0f} s, measured {measured[name]} s (the others ×{common:.2f})"
+            for name, ratio in ratios.items() if not 1 / RUN_ALL_TOLERANCE <= ratio / common <= RUN_ALL_TOLERANCE]
+
+
+def test_the_readme_times_follow_the_measurements():
+    from prenorm_course import measurements
+
+    section = measurements.read_sections((REPO_ROOT / measurements.DOCUMENT).read_text())["notebook-times"]
+    assert run_all_mismatches(README.read_text(), section) == []
+
+
+def test_a_stale_readme_time_is_found():
+    readme = "\n".join(f"| [0{i} · X](notebooks/exercises/0{i}_x.ipynb) | a | b | 3 | ≈ {s} s |"
+                       for i, s in ((1, 7), (2, 8), (3, 16)))
+    loaded = "| 01_x.ipynb | 21.0 s |\n| 02_x.ipynb | 24.0 s |\n| 03_x.ipynb | 47.0 s |"  # all ×3: a busy machine
+    assert run_all_mismatches(readme, loaded) == []
+    slower = "| 01_x.ipynb | 7.0 s |\n| 02_x.ipynb | 8.0 s |\n| 03_x.ipynb | 40.0 s |"  # 03 grew
+    assert run_all_mismatches(readme, slower) == ["03_x.ipynb: README ≈ 16 s, measured 40.0 s (the others ×1.00)"]
+    assert run_all_mismatches(readme, slower.rsplit("\n", 1)[0])[0].startswith("the README times")

@@ -182,7 +182,7 @@ def wait_until_all_cells_ran(page: Page, stall_ms: float, timeout_ms: float) -> 
         page.wait_for_timeout(250)
 
 
-def wait_for_mathjax(page: Page, timeout_ms: float = 60_000) -> None:
+def wait_for_mathjax(page: Page, timeout_ms: float = 180_000) -> None:
     """Wait until MathJax has typeset the page, if the page loads MathJax at all."""
     if page.evaluate("() => !!window.MathJax"):
         page.wait_for_selector("html[data-mathjax='typeset']", state="attached", timeout=timeout_ms)
