@@ -14,7 +14,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 WHEN = dt.datetime(2026, 11, 27, 10, 30, tzinfo=dt.UTC)
 
 
-def test_a_section_is_written_with_its_stamp(tmp_path: Path):
+def test_a_section_is_written_with_its_stamp(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(measurements.os, "nice", lambda increment: 0)
     target = tmp_path / "docs" / "measurements.md"
     measurements.write("bench", "| a | b |\n|---|---|\n| 1 | 2 |", command="make bench", load="0.5–1.0",
                        path=target, when=WHEN)
@@ -86,3 +87,10 @@ def test_setup_measures_a_venv(tmp_path: Path, capsys, monkeypatch):
     with pytest.raises(SystemExit):
         measurements.main(["setup", "--venv", str(tmp_path)])
     assert "--venv must be a virtual environment" in capsys.readouterr().err
+
+
+def test_a_run_at_lower_priority_says_so(monkeypatch):
+    monkeypatch.setattr(measurements.os, "nice", lambda increment: 10)
+    assert measurements.stamp("make bench", "1.0", WHEN).endswith("load average 1.0 · at niceness 10.*")
+    monkeypatch.setattr(measurements.os, "nice", lambda increment: 0)
+    assert measurements.stamp("make bench", "1.0", WHEN).endswith("load average 1.0.*")

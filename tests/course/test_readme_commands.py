@@ -810,6 +810,7 @@ def test_install_by_hand_then_make_setup(bare_checkout: Path, tmp_path: Path):
                 cwd=tmp_path)
     assert "site-packages" in where.stdout, where.stdout + where.stderr
     assert make(root, "wheel", env=env, timeout_s=600).returncode == 0
+    assert run("pip uninstall -y prenorm-lib").returncode == 0  # Colab has no prenorm_lib before the cell
     result = run(f"{root / '.venv' / 'bin' / 'python'} -m IPython -c '%pip install prenorm_lib-0.1.0-py3-none-any.whl'",
                  cwd=root / "dist")
     assert result.returncode == 0 and "Successfully installed prenorm-lib" in result.stdout, said(result)
