@@ -1,5 +1,6 @@
-# prenorm — two commands matter: `make lab` (open the course) and `make test` (prove it).
-# Both create .venv from requirements.txt first if it is missing or out of date.
+# prenorm — a learner needs two commands: `make lab` (open the exercises) and `make check NB=01` (check one);
+# a maintainer `make test` (prove it all). Each creates .venv from requirements.txt first if it is missing or
+# out of date. What each target is for: README.md (learners), docs/teaching.md, docs/grader.md, CONTRIBUTING.md.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -170,7 +171,7 @@ drift-cpus: $(STAMP)
 gradescope: $(STAMP)
 	$(PY) -m prenorm_course.gradescope build dist/gradescope-autograder.zip $(if $(NB),--notebooks $(NB))
 
-## A class on this server, as root (README "Teaching a class"): make the hub folder, then run JupyterHub on it.
+## A class on this server, as root (docs/teaching.md): make the hub folder, then run JupyterHub on it.
 HUB_DIR  ?= /srv/prenorm-hub
 HUB_PORT ?= 8000
 hub: $(STAMP)
