@@ -20,6 +20,7 @@ They share one Voilà server serving a folder; each page runs its own kernel.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -235,6 +236,9 @@ def check_classroom_view(page, server, course_notebook: Path, artifacts: Path, t
     kernel = timings.pop("kernel")
     stem = course_notebook.stem
     source = nbformat.read(course_notebook, as_version=4)
+    if stored_sliders(source):  # widgets are drawn by the page's script after the last cell: wait for them
+        with contextlib.suppress(PlaywrightTimeoutError):  # (none is counted as missing below)
+            page.locator(SLIDER).first.wait_for(timeout=HANG_MS)
     sliders = page.locator(SLIDER).count()
     page.screenshot(path=artifacts / f"demo_{stem}_1366x768.png")
     screenshot_whole_page(page, artifacts / f"demo_{stem}_whole.png")
