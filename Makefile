@@ -1,5 +1,6 @@
-# prenorm — two commands matter: `make lab` (open the course) and `make test` (prove it).
-# Both create .venv from requirements.txt first if it is missing or out of date.
+# prenorm — a learner needs two commands: `make lab` (open the exercises) and `make check NB=01` (check one);
+# a maintainer `make test` (prove it all). Each creates .venv from requirements.txt first if it is missing or
+# out of date. What each target is for: README.md (learners), docs/teaching.md, docs/grader.md, CONTRIBUTING.md.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -11,8 +12,8 @@ SOLUTION_NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 EXERCISE_NOTEBOOKS := $(sort $(wildcard notebooks/exercises/[0-9][0-9]_*.ipynb))
 
 .PHONY: setup lab test lint unit nbval exercises-verify browser figures notebooks \
-        exercises check not-every-exercise-passed-yet grade bench notebook-times site demo experiments experiment clean \
-        wheel wheel-check nbval-cpus drift-cpus attacks-as-user hostile-class false-hints
+        exercises check not-every-exercise-passed-yet grade bench bench-browser agents notebook-times site demo experiments \
+        experiment clean wheel wheel-check nbval-cpus drift-cpus attacks-as-user hostile-class false-hints
 
 ## torch's build. On Linux without an NVIDIA GPU (no nvidia-smi) pip also looks in PyTorch's CPU index, whose
 ## 2.13.0+cpu satisfies the pin torch==2.13.0 and wins over PyPI's 2.13.0, the CUDA build (several GB more).
@@ -120,6 +121,16 @@ figures: $(STAMP)
 ## The library against torch's own ops: make bench (REPEATS=5 for a quick look; default 30).
 bench: $(STAMP)
 	$(PY) -m prenorm_course.bench $(if $(REPEATS),--repeats $(REPEATS))
+
+## The browser tests as a benchmark, for a quiet machine: the classroom's "live at once" limits decide, and a
+## full run writes its times (Run All, sliders, the classroom cold and preheated) to docs/measurements.md.
+## NB=01 runs one notebook's tests (then nothing is written). CI runs the same tests without limits (make browser).
+bench-browser: $(STAMP)
+	PRENORM_BENCHMARK=1 $(BIN)/pytest -q tests/course/browser -p no:cacheprovider $(if $(NB),-k "$(NB)_")
+
+## AGENTS.md, the guide for a learner's coding assistant, from the exercise records and the checkers' hints.
+agents: $(STAMP)
+	$(PY) -m prenorm_course.agents
 
 ## How long each notebook takes, top to bottom in a fresh kernel: make notebook-times (NB=03 for one).
 notebook-times: $(STAMP)

@@ -30,6 +30,7 @@ import argparse
 import torch
 import torch.nn.functional as F
 
+from prenorm_course import measurements
 from prenorm_lib import functional
 from prenorm_lib.block import TransformerBlock
 from prenorm_lib.ffn import swiglu_hidden_dim
@@ -213,37 +214,52 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.repeats} interleaved repeats\n")
+    setting = f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.repeats} interleaved repeats"
+    print(f"{setting}\n")
+    table = ["| what | library | reference | ratio | reference is | target |", "|---|---:|---:|---:|---|---|"]
 
-    rows = []
-    block = bench_block(batch=4, seq_len=256, d_model=512, num_heads=8, repeats=args.repeats)
-    rows.append(("TransformerBlock fwd+bwd (B=4, T=256, d=512)", block["library"], block["torch"],
-                 "torch fused ops", "≤ 1.05"))
-    rope = bench_rope(batch=16, seq_len=512, d_k=128, repeats=args.repeats)
-    rows.append(("RoPE (B=16, T=512, d_k=128)", rope["library"], rope["matrix"], "d×d matrices", "≤ 0.5"))
-    norm = bench_rms_norm(rows=4096, d_model=1024, repeats=args.repeats)
-    rows.append(("rms_norm (4096 × 1024)", norm["library"], norm["torch"], "F.rms_norm", "—"))
-    compiled = bench_compiled_block(batch=4, seq_len=256, d_model=512, num_heads=8, repeats=args.repeats)
-    rows.append(("compiled block fwd+bwd (B=4, T=256, d=512)", compiled["library"], compiled["Hugging Face"],
-                 "compiled HF Llama", "≤ 1.05"))
-    rows.append(("  the same block, eager vs compiled", compiled["eager library"], compiled["library"],
-                 "compiled block", "—"))
+    with measurements.LoadWatch() as load:
+        rows = []
+        block = bench_block(batch=4, seq_len=256, d_model=512, num_heads=8, repeats=args.repeats)
+        rows.append(("TransformerBlock fwd+bwd (B=4, T=256, d=512)", block["library"], block["torch"],
+                     "torch fused ops", "≤ 1.05"))
+        rope = bench_rope(batch=16, seq_len=512, d_k=128, repeats=args.repeats)
+        rows.append(("RoPE (B=16, T=512, d_k=128)", rope["library"], rope["matrix"], "d×d matrices", "≤ 0.5"))
+        norm = bench_rms_norm(rows=4096, d_model=1024, repeats=args.repeats)
+        rows.append(("rms_norm (4096 × 1024)", norm["library"], norm["torch"], "F.rms_norm", "—"))
+        compiled = bench_compiled_block(batch=4, seq_len=256, d_model=512, num_heads=8, repeats=args.repeats)
+        rows.append(("compiled block fwd+bwd (B=4, T=256, d=512)", compiled["library"], compiled["Hugging Face"],
+                     "compiled HF Llama", "≤ 1.05"))
+        rows.append(("  the same block, eager vs compiled", compiled["eager library"], compiled["library"],
+                     "compiled block", "—"))
 
-    print(f"{'what':46} {'library':>10} {'reference':>10} {'ratio':>7}  reference        target")
-    for name, ours, ref, ref_name, target in rows:
-        print(f"{name:46} {ours * 1e3:8.2f}ms {ref * 1e3:8.2f}ms {ours / ref:7.2f}  {ref_name:16} {target}")
+        print(f"{'what':46} {'library':>10} {'reference':>10} {'ratio':>7}  reference        target")
+        for name, ours, ref, ref_name, target in rows:
+            print(f"{name:46} {ours * 1e3:8.2f}ms {ref * 1e3:8.2f}ms {ours / ref:7.2f}  {ref_name:16} {target}")
+            table.append(f"| {name.strip()} | {ours * 1e3:.2f} ms | {ref * 1e3:.2f} ms | {ours / ref:.2f} | "
+                         f"{ref_name} | {target} |")
 
-    norms = bench_norms(rows=1024, d_model=1024, repeats=args.repeats, inner=3)
-    whole_model = "— (the paper's {:.0%}–{:.0%} is whole-model: not comparable)".format(*PAPER_TIME_SAVED)
-    print("\nnormalisation forward+backward (1024 × 1024 fp32), time ratio per repeat: median [quartiles]")
-    for label, (q1, median, q3) in norm_ratios(norms).items():
-        target = whole_model if label.startswith("RMSNorm /") else ""
-        print(f"{label:46} {median:7.2f}  [{q1:.2f}–{q3:.2f}]   {target}")
+        norms = bench_norms(rows=1024, d_model=1024, repeats=args.repeats, inner=3)
+        whole_model = "— (the paper's {:.0%}–{:.0%} is whole-model: not comparable)".format(*PAPER_TIME_SAVED)
+        print("\nnormalisation forward+backward (1024 × 1024 fp32), time ratio per repeat: median [quartiles]")
+        for label, (q1, median, q3) in norm_ratios(norms).items():
+            target = whole_model if label.startswith("RMSNorm /") else ""
+            print(f"{label:46} {median:7.2f}  [{q1:.2f}–{q3:.2f}]   {target}")
+            table.append(f"| {label} (1024 × 1024), median [quartiles] of per-repeat ratios | | | "
+                         f"{median:.2f} [{q1:.2f}–{q3:.2f}] | | {target or '—'} |")
 
-    print("\nslider frames in the kernel (a move vs a full redraw of the same figure), target ≤ 100 ms a move")
-    for name, times in bench_sliders(args.repeats).items():
-        move, full = times["move"], times["full draw"]
-        print(f"{name:46} {move * 1e3:8.1f}ms {full * 1e3:8.1f}ms {move / full:7.2f}  full redraw      ≤ 100 ms")
+        print("\nslider frames in the kernel (a move vs a full redraw of the same figure), target ≤ 100 ms a move")
+        for name, times in bench_sliders(args.repeats).items():
+            move, full = times["move"], times["full draw"]
+            print(f"{name:46} {move * 1e3:8.1f}ms {full * 1e3:8.1f}ms {move / full:7.2f}  full redraw      ≤ 100 ms")
+            table.append(f"| slider `{name}`: a move in the kernel | {move * 1e3:.1f} ms | {full * 1e3:.1f} ms | "
+                         f"{move / full:.2f} | a full redraw | ≤ 100 ms a move |")
+
+    command = "make bench" + (f" REPEATS={args.repeats}" if args.repeats != 30 else "")
+    body = "\n".join([*table, "", f"{setting}. Ratios are library time / reference time in the same run, "
+                       "the two interleaved repeat by repeat (lower is better); each pair is checked to compute "
+                       "the same values first."])
+    print(f"\nwrote {measurements.write('bench', body, command=command, load=load)}")
 
 
 if __name__ == "__main__":

@@ -228,7 +228,7 @@ def dashboard(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
         index = len(cells)
         if cell.cell_type == "code":
             cell, shown = _code_cell(cell, pictures, models)
-            if shown and KEEP_TAG not in tags(cell) and (stored := stored_pictures(cell, models)):
+            if shown and (stored := stored_pictures(cell, models)):  # a kept cell's pictures too (06's curves)
                 cells.append(preview_cell(stored))
                 items.append((0, index, cells[-1].source))
                 index += 1

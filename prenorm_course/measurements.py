@@ -141,7 +141,7 @@ class LoadWatch:
 
 def stamp(command: str, load: LoadWatch | str | None = None, when: _dt.datetime | None = None,
           on: Machine | None = None) -> str:
-    """The line under a section's heading: date, command, machine and load."""
+    """The line under a section's heading: date, command, machine, load, and the niceness if not 0."""
     when = when or _dt.datetime.now().astimezone()
     if isinstance(load, LoadWatch):
         during = f"load average {load.describe()} during the run"
@@ -150,8 +150,10 @@ def stamp(command: str, load: LoadWatch | str | None = None, when: _dt.datetime 
     else:
         one, five, fifteen = os.getloadavg()
         during = f"load average {one:.1f} / {five:.1f} / {fifteen:.1f} (1 / 5 / 15 min) at the end"
+    niceness = os.nice(0)  # a run at lower priority (nice -n 10) yields the cores to other work: say so
+    priority = f" · at niceness {niceness}" if niceness else ""
     return (f"*Written by `{command}` on {when:%Y-%m-%d %H:%M %Z} · {(on or machine()).describe()} · "
-            f"{during}.*")
+            f"{during}{priority}.*")
 
 
 def write(section: str, markdown_body: str, *, command: str, load: LoadWatch | str | None = None,

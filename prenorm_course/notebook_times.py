@@ -7,7 +7,10 @@ budget (30 s by default) is for Run All with the kernel started, as JupyterLab h
 when a notebook opens; the kernel's start is reported beside it.
 
 Absolute seconds depend on the machine and on what else it runs, so the load average at the
-start of each notebook is printed too: a row measured on a busy machine says so.
+start of each notebook is printed too: a row measured on a busy machine says so. Timing every
+course notebook (no notebook named) also writes the table to docs/measurements.md
+(:mod:`prenorm_course.measurements`, section "notebook-times"), with the machine and the load
+during the whole run.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+
+from prenorm_course import measurements
 
 BUDGET_SECONDS = 30.0
 NOTEBOOK_PATTERN = "[0-9][0-9]_*.ipynb"
@@ -69,6 +74,15 @@ def report(times: list[NotebookTime], budget: float) -> str:
     return "\n".join(lines)
 
 
+def markdown(times: list[NotebookTime], budget: float) -> str:
+    """The table for docs/measurements.md."""
+    rows = ["| notebook | Run All | kernel start | load at its start | slowest cells (s) |", "|---|---:|---:|---:|---|"]
+    rows += [f"| {t.name} | {t.run_all:.1f} s | {t.kernel_start:.1f} s | {t.load:.1f} | "
+             + ", ".join(f"[{index}] {seconds:.1f}" for seconds, index in t.slowest) + " |" for t in times]
+    return "\n".join([*rows, "", f"Run All: every cell in order in a kernel already started (as JupyterLab has it "
+                       f"when a notebook opens), through nbclient; the course's budget is {budget:g} s a notebook."])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m prenorm_course.notebook_times", description=__doc__.split("\n")[0])
     parser.add_argument("notebooks", nargs="*", type=Path,
@@ -82,10 +96,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"notebooks must be existing .ipynb files, got {missing or 'none'} "
                      "(run from the course root, or name the notebooks)")
     times = []
-    for path in paths:
-        times.append(time_notebook(path))
-        print(f"timed {path.name}: Run All {times[-1].run_all:.1f} s", file=sys.stderr, flush=True)
+    with measurements.LoadWatch() as load:
+        for path in paths:
+            times.append(time_notebook(path))
+            print(f"timed {path.name}: Run All {times[-1].run_all:.1f} s", file=sys.stderr, flush=True)
     print(report(times, args.budget))
+    if not args.notebooks:
+        written = measurements.write("notebook-times", markdown(times, args.budget), command="make notebook-times",
+                                     load=load)
+        print(f"wrote {written}")
+    else:
+        print("(some notebooks named: docs/measurements.md keeps the run of them all, `make notebook-times`)")
     over = [t.name for t in times if t.run_all > args.budget]
     return 1 if args.strict and over else 0
 

@@ -205,11 +205,13 @@ def test_previews_show_stored_pictures_at_once_and_silent_cells_are_tagged():
     """A shown figure is preceded by its stored picture (drawn with the page, before any
     kernel), a widget's with room for its controls; a silent cell is tagged for the page."""
     source = notebook(code("x = 1", TEXT), code("plot()", PNG), code("live", LIVE_FIGURE),
-                      code("print(verdict)", TEXT, tags=["classroom"]))
+                      code("print(verdict)", TEXT, tags=["classroom"]),
+                      code("plot(); print(verdict)", PNG, TEXT, tags=["classroom"]))
     view = classroom.dashboard(source)
     kinds = [(cell.cell_type, sorted(classroom.tags(cell))) for cell in view.cells[1:]]
     assert kinds == [("code", [classroom.SILENT_TAG]), ("markdown", [classroom.PREVIEW_TAG]), ("code", []),
-                     ("markdown", [classroom.PREVIEW_TAG]), ("code", []), ("code", ["classroom"])]
+                     ("markdown", [classroom.PREVIEW_TAG]), ("code", []), ("code", ["classroom"]),
+                     ("markdown", [classroom.PREVIEW_TAG]), ("code", ["classroom"])]  # a kept figure too
     plot_preview, live_preview = view.cells[2].source, view.cells[4].source
     assert PNG["data"]["image/png"] in plot_preview and "classroom-preview-controls" not in plot_preview
     assert LIVE_FIGURE["data"]["image/png"] in live_preview and "classroom-preview-controls" in live_preview

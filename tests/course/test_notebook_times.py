@@ -40,3 +40,21 @@ def test_a_missing_notebook_is_named(tmp_path: Path, capsys):
         notebook_times.main([str(tmp_path / "99_missing.ipynb")])
     assert raised.value.code == 2
     assert "99_missing.ipynb" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_timing_every_notebook_writes_the_measurements(slow_notebook: Path, tmp_path: Path, monkeypatch, capsys):
+    """`make notebook-times` (no notebook named) times notebooks/ and writes its section; naming one does not."""
+    from prenorm_course import measurements
+
+    root = tmp_path / "course"
+    (root / "notebooks").mkdir(parents=True)
+    slow_notebook.rename(root / "notebooks" / slow_notebook.name)
+    monkeypatch.chdir(root)
+    assert notebook_times.main([]) == 0
+    section = measurements.read_sections((root / measurements.DOCUMENT).read_text())["notebook-times"]
+    assert "*Written by `make notebook-times` on " in section and "| 01_slow.ipynb | " in section, section
+    before = (root / measurements.DOCUMENT).read_text()
+    assert notebook_times.main([str(root / "notebooks" / slow_notebook.name)]) == 0
+    assert (root / measurements.DOCUMENT).read_text() == before
+    assert "docs/measurements.md keeps the run of them all" in capsys.readouterr().out

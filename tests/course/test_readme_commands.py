@@ -52,6 +52,9 @@ MAKE_COMMAND = re.compile(r"(?:^|[\s;&|(])make ([a-z][a-z0-9-]*)((?:\s+[A-Z_]+=\
 # Each README command and what runs it as written (a test in this module unless a path is named).
 EXERCISED = {
     "lab": "test_make_lab_opens_the_exercise_notebooks",
+    "setup": "test_install_by_hand_then_make_setup",  # make setup and make setup TORCH_INDEX=, in a fresh clone
+    "bench-browser": "test_make_bench_browser_runs_one_notebook",
+    "agents": "test_make_agents_leaves_a_current_file_alone",
     "test": ".ci/run",  # CI runs `make test` on a fresh clone, nothing weaker
     "demo": "tests/course/browser/test_demo.py",  # make demo NB=0N PORT=… for every notebook, in Chromium
     "site": "test_make_site_builds_every_page",
@@ -391,6 +394,10 @@ def test_make_bench_prints_every_comparison(checkout: Path):
     assert "2 interleaved repeats" in result.stdout, said(result)
     for row in ("TransformerBlock fwd+bwd", "RoPE", "rms_norm", "RMSNorm / LayerNorm", "compiled HF Llama"):
         assert row in result.stdout, said(result)
+    from prenorm_course import measurements
+
+    section = measurements.read_sections((checkout / measurements.DOCUMENT).read_text())["bench"]
+    assert "*Written by `make bench REPEATS=2` on " in section and "compiled HF Llama" in section, section
 
 
 @pytest.mark.slow
@@ -532,3 +539,361 @@ def test_a_link_to_a_missing_heading_is_found(tmp_path: Path):
     (tmp_path / "a.md").write_text("# A\n\n## Notebook times\n")
     (tmp_path / "b.md").write_text("[ok](a.md#notebook-times), [no](a.md#bench), [gone](c.md), [self](#b)\n\n# B\n")
     assert broken_links(tmp_path / "b.md") == ["b.md: a.md#bench names no heading there", "b.md: c.md does not exist"]
+
+
+# ---------------------------------------------------------------- every other command, as typed
+
+FENCE_WITH_LANGUAGE = re.compile(r"```([a-z]*)[ \t]*\n(.*?)```", re.DOTALL)  # fences in order, each with its language
+SHELL = ("bash", "sh", "shell")
+ANY_FENCE = re.compile(r"```.*?```", re.DOTALL)
+PROGRAM = re.compile(r"^(?:make|\.venv/bin/\S+|python3?(?:\.\d+)?|pip|%pip|git|apt-get|passwd|jupyter-repo2docker)"
+                     r"\s+\S")  # a program with its arguments: `python3.11` alone names the interpreter
+# Generated (each stamp names the command that wrote it) or not instructions: no commands read there.
+NOT_INSTRUCTIONS = ("measurements.md",)
+# Every command the docs give that is not `make …`, exactly as typed, and what runs it so: a test in this
+# module, or another file (its docstring says which command it runs). CI's `.ci/run` runs `make test`, whose
+# recipes are these commands (checked against the Makefile below).
+COMMANDS = {
+    "python3.11 -m venv .venv": "test_install_by_hand_then_make_setup",
+    ".venv/bin/pip install -r requirements.txt": "test_install_by_hand_then_make_setup",
+    ".venv/bin/jupyter lab notebooks/exercises/": "test_install_by_hand_then_make_setup",  # + --allow-root as root
+    "pip install .": "test_install_by_hand_then_make_setup",
+    "%pip install prenorm_lib-0.1.0-py3-none-any.whl": "test_install_by_hand_then_make_setup",
+    'git add notebooks/exercises && git commit -m "my answers"': "test_git_pull_keeps_your_answers",
+    "git pull --no-rebase -X ours": "test_git_pull_keeps_your_answers",
+    "apt-get install bubblewrap": ".ci/run",  # with -y -qq, where bubblewrap is missing
+    ".venv/bin/python -m prenorm_course.exercises grade submissions --trusted": "test_trusted_grading_says_so",
+    ".venv/bin/python -m prenorm_course.hub link --url https://hub.example.org --notebook 01_rmsnorm.ipynb":
+        "test_the_hub_link_is_printed",
+    # Unix accounts and the hub's folder, as root: the hub test makes learners pnhub-* through these commands'
+    # functions, logs them in through the login form, collects and grades.
+    ".venv/bin/python -m prenorm_course.hub learners add alice bob": "tests/course/test_hub.py",
+    "passwd alice": "tests/course/test_hub.py",
+    ".venv/bin/python -m prenorm_course.hub learners remove alice": "tests/course/test_hub.py",
+    ".venv/bin/python -m prenorm_course.hub prepare": "tests/course/test_hub.py",
+    ".venv/bin/python -m prenorm_course.hub collect submissions --learners alice bob --notebooks 01_rmsnorm.ipynb":
+        "tests/course/test_hub.py",
+    ".venv/bin/jupyter nbconvert --to notebook --execute --inplace notebooks/01_rmsnorm.ipynb":
+        "test_reexecuting_a_notebook_as_typed",
+    ".venv/bin/python -m prenorm_lib.lab.experiments list": "test_experiments_list_as_typed",
+    ".venv/bin/ruff check .": ".ci/run",
+    ".venv/bin/pytest -q -n 2 tests --ignore=tests/course/browser -p no:cacheprovider": ".ci/run",
+    ".venv/bin/pytest -q --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "
+    "-p no:cacheprovider -n 2 --dist loadfile notebooks/[0-9][0-9]_*.ipynb notebooks/exercises/[0-9][0-9]_*.ipynb":
+        ".ci/run",
+    ".venv/bin/python -m prenorm_course.exercises verify": ".ci/run",
+    ".venv/bin/pytest -q tests/course/browser -p no:cacheprovider": ".ci/run",
+    # Not run: no container engine on the course's machines can pull a base image. tests/course/test_binder.py
+    # runs `jupyter-repo2docker --no-build` on binder/ instead, and the doc says this was not done.
+    "jupyter-repo2docker --no-run --image-name REGISTRY/prenorm:TAG .": "not run here: needs a container engine",
+}
+
+
+def doc_commands(text: str) -> list[str]:
+    """Every command a doc gives (other than `make …`): the lines of bash fences (and of plain fences that
+    start with a program), and inline code that starts with one; comments dropped, continuations joined."""
+    found = []
+    for language, block in FENCE_WITH_LANGUAGE.findall(text):
+        if language and language not in SHELL:
+            continue
+        for line in block.replace("\\\n", " ").splitlines():
+            command = " ".join(re.split(r"\s#\s", line.strip(), maxsplit=1)[0].split())
+            if command and (language or PROGRAM.match(command)):
+                found.append(command)
+    found += [" ".join(code.split()) for code in INLINE_CODE.findall(ANY_FENCE.sub("", text)) if PROGRAM.match(code)]
+    return [command for command in found if not command.startswith("make ") and command != "make"]
+
+
+def all_doc_commands() -> dict[str, list[str]]:
+    """Command -> the doc files that give it."""
+    found: dict[str, list[str]] = {}
+    for path in doc_files():
+        if path.name not in NOT_INSTRUCTIONS:
+            for command in doc_commands(path.read_text()):
+                found.setdefault(command, []).append(path.name)
+    return found
+
+
+def makefile_recipes() -> str:
+    """The Makefile's recipes with its variables written out as the shell sees them."""
+    text = (REPO_ROOT / "Makefile").read_text()
+    nbval = re.search(r"^NBVAL\s*:=\s*(.+)$", text, re.MULTILINE).group(1).strip()
+    for variable, value in (("NBVAL", nbval), ("SOLUTION_NOTEBOOKS", "notebooks/[0-9][0-9]_*.ipynb"),
+                            ("EXERCISE_NOTEBOOKS", "notebooks/exercises/[0-9][0-9]_*.ipynb"),
+                            ("PY", ".venv/bin/python"), ("BIN", ".venv/bin")):
+        text = text.replace(f"$({variable})", value)
+    return text
+
+
+def test_every_doc_command_is_run_as_typed():
+    commands = all_doc_commands()
+    assert "git pull --no-rebase -X ours" in commands and "pip install ." in commands, sorted(commands)
+    missing = {command: where for command, where in commands.items() if command not in COMMANDS}
+    assert not missing, (f"the docs give commands no test runs as typed: {missing}; run each in a test of "
+                         f"{Path(__file__).name} and name it in COMMANDS")
+    module, recipes = globals(), makefile_recipes()
+    for command, where in COMMANDS.items():
+        if where.startswith("test_"):
+            assert callable(module.get(where)), f"COMMANDS[{command!r}] names {where!r}, which does not exist"
+        elif where == ".ci/run" and command.startswith(".venv/bin/"):
+            assert command in recipes, f"{command!r} is not what `make test` runs (its Makefile recipe differs)"
+        elif not where.startswith("not run here:"):
+            assert (REPO_ROOT / where).exists(), f"COMMANDS[{command!r}] names {where!r}, which does not exist"
+    stale = sorted(set(COMMANDS) - set(commands))
+    assert not stale, f"COMMANDS lists commands no doc gives any more: {stale}"
+
+
+def test_a_command_without_a_test_is_found():
+    text = ("Run `git stash` first.\n\n```bash\n.venv/bin/python -m prenorm_course.exercises grade x \\\n"
+            "  --trusted   # for notebooks you trust\nmake lab\n```\n\n```yaml\ncommand: [gitpuller]\n```\n"
+            "Not a command: `prenorm_lib.lab.stats`.\n")
+    assert doc_commands(text) == [".venv/bin/python -m prenorm_course.exercises grade x --trusted", "git stash"]
+    assert ".venv/bin/pytest -q tests/course/browser -p no:cacheprovider" in makefile_recipes()
+    assert ".venv/bin/pytest -q tests/course/browser" + " -x" not in makefile_recipes()
+
+
+def test_the_hub_link_is_printed(checkout: Path):
+    command = ".venv/bin/python -m prenorm_course.hub link --url https://hub.example.org --notebook 01_rmsnorm.ipynb"
+    result = subprocess.run(command, shell=True, cwd=checkout, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, said(result)
+    assert result.stdout.startswith("https://hub.example.org/hub/user-redirect/git-pull?repo="), said(result)
+    assert "01_rmsnorm.ipynb" in result.stdout, said(result)
+
+
+def test_experiments_list_as_typed(checkout: Path):
+    result = subprocess.run(".venv/bin/python -m prenorm_lib.lab.experiments list", shell=True, cwd=checkout,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and "ffn_ablation" in result.stdout, said(result)
+
+
+@pytest.mark.slow
+def test_trusted_grading_says_so(checkout: Path):
+    """`grade … --trusted` runs without bubblewrap and the grade book's first line says how the code ran."""
+    (checkout / "submissions" / "ada").mkdir(parents=True)
+    shutil.copy2(checkout / "notebooks" / "exercises" / "01_rmsnorm.ipynb", checkout / "submissions" / "ada")
+    result = subprocess.run(".venv/bin/python -m prenorm_course.exercises grade submissions --trusted", shell=True,
+                            cwd=checkout, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, said(result)
+    first = (checkout / "submissions" / "grades.md").read_text().splitlines()[0]
+    assert "trusted" in first.lower() or "without" in first.lower(), first
+    shutil.rmtree(checkout / "submissions")
+
+
+@pytest.mark.slow
+def test_reexecuting_a_notebook_as_typed(checkout: Path, tmp_path: Path):
+    notebook = checkout / "notebooks" / "01_rmsnorm.ipynb"
+    before = notebook.stat().st_mtime
+    result = subprocess.run(".venv/bin/jupyter nbconvert --to notebook --execute --inplace notebooks/01_rmsnorm.ipynb",
+                            shell=True, cwd=checkout, capture_output=True, text=True, timeout=900,
+                            env=jupyter_home(tmp_path))
+    assert result.returncode == 0, said(result)
+    assert notebook.stat().st_mtime > before and "Writing" in result.stderr, said(result)
+    import nbformat
+
+    cells = nbformat.read(notebook, as_version=4).cells
+    assert all(cell.execution_count for cell in cells if cell.cell_type == "code" and cell.source.strip())
+    shutil.copy2(REPO_ROOT / "notebooks" / "01_rmsnorm.ipynb", notebook)  # the copy as it was, for later tests
+
+
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.org",
+                "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.org"}
+
+
+def _git(folder: Path, *arguments: str) -> str:
+    return subprocess.run(["git", *arguments], cwd=folder, capture_output=True, text=True, check=True,
+                          env={**os.environ, **GIT_IDENTITY}).stdout
+
+
+def test_git_pull_keeps_your_answers(tmp_path: Path):
+    """The README's two commands: a learner's answer and the course's later change to the same notebook both
+    survive, and where both changed the same cell the learner's side wins; the notebook stays a notebook."""
+    import nbformat
+
+    upstream = tmp_path / "course"
+    (upstream / "notebooks" / "exercises").mkdir(parents=True)
+    name = "notebooks/exercises/01_rmsnorm.ipynb"
+    shutil.copy2(REPO_ROOT / name, upstream / name)
+    _git(upstream, "init", "-q", "-b", "main")
+    _git(upstream, "add", ".")
+    _git(upstream, "commit", "-q", "-m", "the course")
+    learner = tmp_path / "learner"
+    _git(tmp_path, "clone", "-q", str(upstream), str(learner))
+
+    def edit(folder: Path, change) -> None:
+        notebook = nbformat.read(folder / name, as_version=4)
+        change(notebook.cells)
+        nbformat.write(notebook, folder / name)
+
+    exercise = next(i for i, cell in enumerate(nbformat.read(upstream / name, as_version=4).cells)
+                    if cell.source.startswith("# Exercise 1.1"))
+    answer = "# Exercise 1.1: my answer\ndef my_rms_norm(x, weight, eps=1e-5):\n    return x  # mine\n"
+    edit(learner, lambda cells: setattr(cells[exercise], "source", answer))
+    edit(upstream, lambda cells: setattr(cells[0], "source", cells[0].source + "\n\nA note from the teacher."))
+    edit(upstream, lambda cells: setattr(cells[exercise], "source", cells[exercise].source + "\n# a teacher's hint"))
+    _git(upstream, "commit", "-q", "-am", "a fix")
+    env = {**os.environ, **GIT_IDENTITY}
+    for command in ('git add notebooks/exercises && git commit -m "my answers"', "git pull --no-rebase -X ours"):
+        result = subprocess.run(command, shell=True, cwd=learner, capture_output=True, text=True, env=env, timeout=60)
+        assert result.returncode == 0, said(result)
+    cells = nbformat.read(learner / name, as_version=4).cells
+    assert cells[exercise].source == answer, "the learner's answer was lost"
+    assert cells[0].source.endswith("A note from the teacher."), "the course's change did not arrive"
+
+
+def test_setup_chooses_torchs_cpu_build_without_an_nvidia_gpu(checkout: Path, tmp_path: Path):
+    """What `make setup` would run (make -n): PyTorch's CPU index on Linux without nvidia-smi, pip's default
+    with one (a stand-in nvidia-smi on PATH) or with TORCH_INDEX= given empty."""
+    def planned(*arguments: str, path: str = os.environ["PATH"]) -> str:
+        result = subprocess.run(["make", "-n", "-W", "requirements.txt", "setup", *arguments], cwd=checkout,
+                                capture_output=True, text=True, env={**os.environ, "PATH": path}, timeout=60)
+        assert result.returncode == 0, said(result)
+        return result.stdout
+
+    cpu_index = 'index="https://download.pytorch.org/whl/cpu"'
+    gpu = tmp_path / "gpu"
+    gpu.mkdir()
+    (gpu / "nvidia-smi").write_text("#!/bin/sh\nexit 0\n")
+    (gpu / "nvidia-smi").chmod(0o755)
+    if shutil.which("nvidia-smi") is None and os.uname().sysname == "Linux":
+        assert cpu_index in planned()
+    assert cpu_index not in planned(path=f"{gpu}:{os.environ['PATH']}") and 'index=""' in planned(
+        path=f"{gpu}:{os.environ['PATH']}")
+    assert 'index=""' in planned("TORCH_INDEX=")
+
+
+@pytest.fixture(scope="module")
+def bare_checkout(tmp_path_factory) -> Path:
+    """A copy of the course as a fresh clone has it, with no .venv."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=REPO_ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    root = tmp_path_factory.mktemp("bare")
+    for relative in filter(None, listed):
+        if (REPO_ROOT / relative).is_file():
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO_ROOT / relative, root / relative)
+    return root
+
+
+@pytest.mark.slow
+def test_install_by_hand_then_make_setup(bare_checkout: Path, tmp_path: Path):
+    """The README's set-up without make, as typed, in a fresh clone: a venv, the pins, JupyterLab at the
+    exercises; then `make setup` says what it does about torch's CPU build; `pip install .` and Colab's
+    `%pip install` of the wheel install the library itself."""
+    root, env = bare_checkout, jupyter_home(tmp_path)
+    run = lambda command, **kw: subprocess.run(command, shell=True, cwd=kw.pop("cwd", root), capture_output=True,
+                                               text=True, env=env, timeout=kw.pop("timeout", 1800))
+    for command in ("python3.11 -m venv .venv", ".venv/bin/pip install -r requirements.txt"):
+        result = run(command)
+        assert result.returncode == 0, f"{command}\n{said(result)}"
+    lab = "(.venv/bin/jupyter lab notebooks/exercises/" + (" --allow-root" if os.geteuid() == 0 else "") + ")"
+    server = subprocess.Popen(lab, shell=True, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, start_new_session=True, text=True)
+    try:
+        found = None
+        deadline = time.monotonic() + 180
+        while found is None and time.monotonic() < deadline and server.poll() is None:
+            found = re.search(r"http://127\.0\.0\.1:(\d+)/lab\?token=([0-9a-f]+)", server.stdout.readline())
+        assert found, "jupyter lab printed no address"
+        listing = answers(f"http://127.0.0.1:{found.group(1)}/api/contents?token={found.group(2)}")
+        assert "01_rmsnorm.ipynb" in {item["name"] for item in listing["content"]}, listing
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+    torch_build = ".venv/bin/python -c 'import torch; print(torch.__version__)'"
+    result = make(root, "setup", env=env, timeout_s=1800)
+    assert result.returncode == 0, said(result)
+    reachable = subprocess.run([str(root / ".venv" / "bin" / "python"), "-c", "import urllib.request; "
+                                "urllib.request.urlopen('https://download.pytorch.org/whl/cpu/torch/', timeout=10)"],
+                               capture_output=True).returncode == 0
+    said_unreachable = re.compile(r"^setup: PyTorch's CPU index \S+ cannot be reached", re.MULTILINE)
+    unreachable_said = bool(said_unreachable.search(result.stdout))
+    assert unreachable_said != reachable, said(result)
+    if shutil.which("nvidia-smi") is None:
+        assert run(torch_build).stdout.strip().endswith("+cpu"), "no NVIDIA GPU here, yet torch is not the CPU build"
+    (root / ".venv" / ".installed").unlink()
+    result = make(root, "setup", "TORCH_INDEX=", env=env, timeout_s=1800)
+    assert result.returncode == 0 and not said_unreachable.search(result.stdout), said(result)
+    assert "--extra-index-url" not in result.stdout.replace('${index:+--extra-index-url "$index"}', ""), said(result)
+
+    env["PATH"] = f"{root / '.venv' / 'bin'}{os.pathsep}{env['PATH']}"  # an activated venv: `pip` is its pip
+    result = run("pip install .")
+    assert result.returncode == 0, said(result)
+    where = run(f"{root / '.venv' / 'bin' / 'python'} -c 'import prenorm_lib; print(prenorm_lib.__file__)'",
+                cwd=tmp_path)
+    assert "site-packages" in where.stdout, where.stdout + where.stderr
+    assert make(root, "wheel", env=env, timeout_s=600).returncode == 0
+    assert run("pip uninstall -y prenorm-lib").returncode == 0  # Colab has no prenorm_lib before the cell
+    result = run(f"{root / '.venv' / 'bin' / 'python'} -m IPython -c '%pip install prenorm_lib-0.1.0-py3-none-any.whl'",
+                 cwd=root / "dist")
+    assert result.returncode == 0 and "Successfully installed prenorm-lib" in result.stdout, said(result)
+
+
+@pytest.mark.slow
+def test_make_bench_browser_runs_one_notebook(checkout: Path, tmp_path: Path):
+    """`make bench-browser NB=01` runs notebook 01's browser tests as the benchmark. On a busy machine its
+    limits may fail it: then every failure must be one of them (said so), never anything else; and a
+    run of one notebook leaves docs/measurements.md alone."""
+    if shutil.which("chromium") is None and not os.environ.get("PRENORM_CHROMIUM"):
+        pytest.skip("no Chromium (apt-get install chromium)")
+    before = (checkout / "docs" / "measurements.md").read_text()
+    result = make(checkout, "bench-browser", "NB=01", env={**jupyter_home(tmp_path), "BROWSER": "true"},
+                  timeout_s=1800)
+    summary = result.stdout.strip().splitlines()[-1]
+    assert "passed" in summary and "error" not in summary, said(result)
+    if result.returncode != 0:
+        failures = re.findall(r"^FAILED (\S+) - (.*)$", result.stdout, re.MULTILINE)
+        assert failures and all("benchmark limit" in reason for _, reason in failures), said(result)
+    assert (checkout / "test-artifacts" / "browser" / "report.md").exists(), said(result)
+    assert "Benchmark: the classroom's limits decided" in (checkout / "test-artifacts" / "browser" / "report.md"
+                                                            ).read_text()
+    assert (checkout / "docs" / "measurements.md").read_text() == before
+
+
+def test_make_agents_leaves_a_current_file_alone(checkout: Path):
+    """`make agents` writes AGENTS.md; run on the committed (current) one, it writes the same bytes."""
+    before = (checkout / "AGENTS.md").read_bytes()
+    (checkout / "AGENTS.md").unlink()
+    result = make(checkout, "agents")
+    assert result.returncode == 0 and "wrote " in result.stdout, said(result)
+    assert (checkout / "AGENTS.md").read_bytes() == before
+
+
+# ---------------------------------------------------------------- the README's times follow the measurements
+
+README_RUN_ALL = re.compile(r"^\| \[\d\d · [^\]]+\]\(notebooks/exercises/(\d\d_\w+\.ipynb)\) \|.*\| ≈ (\d+) s \|$",
+                            re.MULTILINE)
+MEASURED_RUN_ALL = re.compile(r"^\| (\d\d_\w+\.ipynb) \| (\d+(?:\.\d+)?) s \|", re.MULTILINE)
+RUN_ALL_TOLERANCE = 1.5  # each notebook's measured / stated time within ×1.5 of the others' common factor
+
+
+def run_all_mismatches(readme: str, measured_section: str) -> list[str]:
+    """Notebooks whose README time is off from docs/measurements.md by more than the machine explains.
+
+    A measurement on a busier or slower machine scales every notebook alike, so the README's rounded times
+    are compared up to one common factor (the median ratio), never as absolute seconds."""
+    stated = {name: float(seconds) for name, seconds in README_RUN_ALL.findall(readme)}
+    measured = {name: float(seconds) for name, seconds in MEASURED_RUN_ALL.findall(measured_section)}
+    if set(stated) != set(measured) or not stated:
+        return [f"the README times {sorted(stated)}, docs/measurements.md {sorted(measured)}"]
+    ratios = {name: measured[name] / stated[name] for name in stated}
+    common = sorted(ratios.values())[len(ratios) // 2]
+    return [f"{name}: README ≈ {stated[name]:.0f} s, measured {measured[name]} s (the others ×{common:.2f})"
+            for name, ratio in ratios.items() if not 1 / RUN_ALL_TOLERANCE <= ratio / common <= RUN_ALL_TOLERANCE]
+
+
+def test_the_readme_times_follow_the_measurements():
+    from prenorm_course import measurements
+
+    section = measurements.read_sections((REPO_ROOT / measurements.DOCUMENT).read_text())["notebook-times"]
+    assert run_all_mismatches(README.read_text(), section) == []
+
+
+def test_a_stale_readme_time_is_found():
+    readme = "\n".join(f"| [0{i} · X](notebooks/exercises/0{i}_x.ipynb) | a | b | 3 | ≈ {s} s |"
+                       for i, s in ((1, 7), (2, 8), (3, 16)))
+    loaded = "| 01_x.ipynb | 21.0 s |\n| 02_x.ipynb | 24.0 s |\n| 03_x.ipynb | 47.0 s |"  # all ×3: a busy machine
+    assert run_all_mismatches(readme, loaded) == []
+    slower = "| 01_x.ipynb | 7.0 s |\n| 02_x.ipynb | 8.0 s |\n| 03_x.ipynb | 40.0 s |"  # 03 grew
+    assert run_all_mismatches(readme, slower) == ["03_x.ipynb: README ≈ 16 s, measured 40.0 s (the others ×1.00)"]
+    assert run_all_mismatches(readme, slower.rsplit("\n", 1)[0])[0].startswith("the README times")

@@ -102,11 +102,21 @@ KNOWN_VOILA_WARNING = re.compile(
 
 # Installed into every page (BrowserContext.add_init_script); active on Voilà pages only.
 # Records, on the browser's clock (ms since navigation started), when the first notebook
-# content (a heading, an output) and the first figure were drawn, and whether Voilà's
-# per-cell placeholders have appeared yet (before they do, "none pending" means nothing).
+# content (a heading, an output), the first live figure and the first stored picture (the
+# classroom's poster or preview) were drawn, whether Voilà's per-cell placeholders have
+# appeared yet (before they do, "none pending" means nothing), and whether Voilà's
+# "Executing N of M" spinner was ever on screen.
 PAINT_SCRIPT = """
 window.__prenormPaint = (() => {
-  const marks = { content: null, figure: null, preview: null, placeholders: false, shift: 0 };
+  const marks = { content: null, figure: null, preview: null, placeholders: false, shift: 0, spinner: false };
+  const watchSpinner = () => {
+    const loading = document.getElementById('loading');
+    if (loading && getComputedStyle(loading).display !== 'none' && loading.getBoundingClientRect().height > 0) {
+      marks.spinner = true;
+    }
+    if (document.readyState !== 'complete' && !marks.spinner) requestAnimationFrame(watchSpinner);
+  };
+  requestAnimationFrame(watchSpinner);
   // Cumulative layout shift: every unexpected move of content already on screen, summed
   // (Chromium's Layout Instability API; shifts right after an input do not count).
   try {
@@ -172,7 +182,7 @@ def wait_until_all_cells_ran(page: Page, stall_ms: float, timeout_ms: float) -> 
         page.wait_for_timeout(250)
 
 
-def wait_for_mathjax(page: Page, timeout_ms: float = 60_000) -> None:
+def wait_for_mathjax(page: Page, timeout_ms: float = 180_000) -> None:
     """Wait until MathJax has typeset the page, if the page loads MathJax at all."""
     if page.evaluate("() => !!window.MathJax"):
         page.wait_for_selector("html[data-mathjax='typeset']", state="attached", timeout=timeout_ms)
@@ -299,3 +309,33 @@ def cut_labels(page: Page) -> list[str]:
         ".filter((label) => label.offsetParent && label.scrollWidth > label.clientWidth + 1)"
         ".map((label) => `'${label.textContent.trim()}': ${label.scrollWidth} px of text in ${label.clientWidth} px`)"
     )
+
+
+# A code cell is clipped when a line of its code or printed output can be neither seen nor
+# scrolled to: a box on the way out hides the overflow, or the line runs past the window.
+CLIPPED_CODE_JS = r"""
+() => {
+  const width = document.documentElement.clientWidth;
+  const why = (pre) => {
+    if (!pre.offsetParent) return null;
+    for (let box = pre; box && box !== document.body; box = box.parentElement) {
+      const overflow = getComputedStyle(box).overflowX;
+      const over = box.scrollWidth > box.clientWidth + 1;
+      if (over && (overflow === 'auto' || overflow === 'scroll')) return null;
+      const name = box.classList[0] || box.tagName;
+      if (over && (overflow === 'hidden' || overflow === 'clip')) return `hidden by .${name}`;
+    }
+    const right = pre.getBoundingClientRect().left + pre.scrollWidth;
+    return right > width + 1 ? `runs to ${Math.round(right)} px in a ${width} px window` : null;
+  };
+  return [...document.querySelectorAll('.jp-CodeCell')].flatMap((cell, index) => {
+    const found = [...cell.querySelectorAll('pre')].map(why).find(Boolean);
+    return found ? [`code cell ${index + 1}: ${found}`] : [];
+  });
+}
+"""
+
+
+def clipped_code(page: Page) -> list[str]:
+    """Code cells with a line that can be neither seen nor scrolled to."""
+    return page.evaluate(CLIPPED_CODE_JS)

@@ -42,7 +42,7 @@ FINISHED_JS = (
 )
 
 
-def open_notebook(page: Page, server: ServerProcess, name: str, timeout_ms: float = 90_000) -> None:
+def open_notebook(page: Page, server: ServerProcess, name: str, timeout_ms: float = 300_000) -> None:
     """Open `name` with a fresh layout and wait until its own kernel runs and is idle.
 
     The status bar reads idle even before a kernel exists, so readiness is the

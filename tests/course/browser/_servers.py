@@ -281,7 +281,7 @@ def shutdown_kernels(server: ServerProcess) -> None:
 @contextmanager
 def running(command: list[str], *, cwd: Path, env: dict[str, str], base_url: str,
             token: str, log_path: Path, ready_path: str,
-            ready_timeout_s: float = 90.0) -> Iterator[ServerProcess]:
+            ready_timeout_s: float = 300.0) -> Iterator[ServerProcess]:
     """Run `command` as a server until the with-block ends, then stop it and wait for exit."""
     with log_path.open("wb") as log:
         process = subprocess.Popen(

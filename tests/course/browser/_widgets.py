@@ -124,7 +124,7 @@ def _wait_for_redraw(page: Page, idle_selector: str | None, timeout_ms: float) -
 
 
 def move_by_keyboard(page: Page, slider: Locator, label: str, *,
-                     idle_selector: str | None, timeout_ms: float = 60_000) -> SliderMove:
+                     idle_selector: str | None, timeout_ms: float = 180_000) -> SliderMove:
     """Focus the knob, press one arrow key, wait for the new picture."""
     knob = slider.locator(KNOB).first
     knob.scroll_into_view_if_needed()
@@ -141,7 +141,7 @@ def move_by_keyboard(page: Page, slider: Locator, label: str, *,
 
 
 def move_by_drag(page: Page, slider: Locator, label: str, *,
-                 idle_selector: str | None, timeout_ms: float = 60_000) -> SliderMove:
+                 idle_selector: str | None, timeout_ms: float = 180_000) -> SliderMove:
     """Drag the knob along the track to the far quarter, wait for the new picture.
 
     The latency counts from releasing the mouse: with `continuous_update` the picture

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from prenorm_course.classroom import write_dashboard
+from prenorm_course.measurements import LoadWatch
 
 from ._checks import PAINT_SCRIPT
 from ._chromium import LAUNCH_ARGS, VIEWPORT, find_chromium, skip_or_fail
@@ -60,9 +61,10 @@ def artifacts() -> Path:
 
 @pytest.fixture(scope="session")
 def timing_report(artifacts: Path) -> Iterator[TimingReport]:
-    report = TimingReport(artifacts)
-    yield report
-    report.write()
+    with LoadWatch() as load:
+        report = TimingReport(artifacts, load=load)
+        yield report
+    report.write(course=[path.stem for path in course_notebooks()])
 
 
 @pytest.fixture(scope="session")

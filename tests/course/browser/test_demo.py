@@ -1,9 +1,12 @@
 """Classroom mode (`make demo NB=…`): every course notebook as a Voilà dashboard.
 
-Each course notebook is opened the way the README says: `make demo NB=0N PORT=<free port>`,
+Each course notebook is opened the way docs/teaching.md says: `make demo NB=0N PORT=<free port>`,
 run from the course's root in its own process (the way a teacher types it: a module run
 with `python -m`, kernels started by Voilà in a temporary folder), in a 1366×768 window,
-the size of a common projector. For each notebook the test measures the time to first
+the size of a common projector. The page is first requested as soon as the server answers,
+before its preheated kernel has run the notebook (a teacher who starts `make demo` late): the
+stored pictures must be on screen before the first live one, with no spinner in front, and give
+way to the live figures. Then, once the preheat is done, the test measures the time to first
 paint and until every cell has run, and checks what a teacher would see: the notebook's
 title, no code, no printed text but what the notebook keeps for the class, no traceback,
 every figure large and centred and shown once, nothing fetched from outside the server,
@@ -17,9 +20,11 @@ They share one Voilà server serving a folder; each page runs its own kernel.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -35,6 +40,7 @@ from prenorm_course import classroom, stored_widgets
 from . import _checks as checks
 from ._chromium import block_external_requests, screenshot_whole_page
 from ._fixtures import FIXTURE_NAME, RAISED_IN_CELL, RAISED_IN_UPDATE
+from ._report import BENCHMARK, BENCHMARK_LIMIT
 from ._servers import make_demo, static_site, wait_until_preheated
 from ._widgets import KNOB, SLIDER, latency_summary, move_every_slider, over_budget
 
@@ -48,7 +54,9 @@ FIRST_FIGURE_LIMIT_MS = 2_000
 ALL_CELLS_LIMIT_MS = 15_000
 PREHEAT_TIMEOUT_S = 300
 ALL_CELLS_TIMEOUT_MS = 600_000
-STALL_MS = 150_000  # longer than any one cell takes on the loaded 2-core machine
+STALL_MS = 300_000  # longer than any one cell takes on the loaded 2-core machine
+# Guards against a hang, not limits: generous, so that a machine busy with other work (load 30) stays green.
+HANG_MS = 300_000
 SETTLE_MS = 1_000  # widget views are drawn after their cell's result arrives
 KEPT = f".celltag_{classroom.KEEP_TAG}"
 
@@ -60,7 +68,7 @@ def open_classroom(page, server, name: str, artifacts: Path, query: str = "", pa
     page.set_viewport_size(CLASSROOM_WINDOW)
     page.goto(server.url(path or f"/voila/render/{quote(name)}{query}"), wait_until="commit")
     try:
-        painted = checks.first_paint_ms(page, timeout_ms=60_000)
+        painted = checks.first_paint_ms(page, timeout_ms=HANG_MS)
         done = checks.wait_until_all_cells_ran(page, stall_ms=STALL_MS, timeout_ms=ALL_CELLS_TIMEOUT_MS)
     except (AssertionError, PlaywrightTimeoutError) as error:
         page.screenshot(path=artifacts / f"demo_{Path(name).stem}_timed_out.png")
@@ -87,12 +95,12 @@ def kernel_running(server, kernel: str) -> bool:
         raise
 
 
-def leave(page, server, kernel: str, timeout_s: float = 15.0, keep_routes: bool = False) -> bool:
+def leave(page, server, kernel: str, timeout_s: float = 60.0, keep_routes: bool = False) -> bool:
     """Leave the loaded page as a teacher would (reload, close); True if its kernel was shut down.
 
     (A page left while still loading runs no handler; Voilà culls that kernel later.)
     """
-    page.wait_for_function("() => document.readyState === 'complete'", timeout=60_000)
+    page.wait_for_function("() => document.readyState === 'complete'", timeout=HANG_MS)
     if not keep_routes:
         page.unroute("**/*")  # a request routed through Playwright dies with the page it left
     page.goto("about:blank")
@@ -114,16 +122,16 @@ def shut_down(server, kernel: str) -> None:
 def late(timings: dict, expects_figure: bool) -> list[str]:
     """The limits of "live at once" a page missed: its first live figure, and its last cell.
 
-    Checked when PRENORM_CLASSROOM_LIMITS is set, as CI sets it: there, on the idle 2-core
-    machine, a first figure took 0.91–1.18 s and the last cell 1.0–1.5 s (limits 2 s and 15 s);
-    at load average 3–9 a first figure took 1.99–2.42 s, so a busy machine of your own may leave
-    it unset (the times are still in test-artifacts/browser/report.md)."""
+    Timing informs, tests decide: these limits hold only in the benchmark (`make bench-browser`,
+    PRENORM_BENCHMARK=1, for a quiet machine); CI's run on a shared machine reports the times in
+    test-artifacts/browser/report.md and is not failed by them."""
     found = []
     if expects_figure and (timings["first_figure_ms"] or float("inf")) > FIRST_FIGURE_LIMIT_MS:
-        found.append(f"first live figure {timings['first_figure_ms']} ms after the request "
+        found.append(f"{BENCHMARK_LIMIT}: first live figure {timings['first_figure_ms']} ms after the request "
                      f"(limit {FIRST_FIGURE_LIMIT_MS})")
     if timings["all_cells_ms"] > ALL_CELLS_LIMIT_MS:
-        found.append(f"all cells done {timings['all_cells_ms']} ms from the request (limit {ALL_CELLS_LIMIT_MS})")
+        found.append(f"{BENCHMARK_LIMIT}: all cells done {timings['all_cells_ms']} ms from the request "
+                     f"(limit {ALL_CELLS_LIMIT_MS})")
     return found
 
 
@@ -133,6 +141,68 @@ def test_the_live_at_once_limits_fire_on_a_late_page():
     assert len(late({"first_figure_ms": 2500, "all_cells_ms": 16000}, expects_figure=True)) == 2
     assert late({"first_figure_ms": None, "all_cells_ms": 3000}, expects_figure=True), "no figure at all went unseen"
     assert late({"first_figure_ms": None, "all_cells_ms": 3000}, expects_figure=False) == []
+
+
+COLD_MARGIN_MS = 1_000  # the stored pictures must be up this long before the last cell: proof the page was cold
+
+
+def cold_start_problems(timings: dict, spinner: bool, poster_left: int, expects_figure: bool) -> dict[str, list[str]]:
+    """What a page requested before its kernel had run the notebook must not do (decided by order,
+    not by time): show Voilà's spinner, show a live figure before any stored picture, show its
+    stored pictures only once every cell had run, or keep the poster after the last cell. In the
+    benchmark, the first stored picture must also come within the live-at-once limit."""
+    stored, live, done = timings["first_stored_figure_ms"], timings["first_figure_ms"], timings["all_cells_ms"]
+    problems = {"spinner in front of the page": ["Voilà's 'Executing N of M' spinner was on screen"] if spinner else [],
+                "poster left after the last cell": [f"{poster_left} poster(s)"] if poster_left else []}
+    if expects_figure:
+        if stored is None:
+            problems["no stored picture"] = ["no stored picture was drawn before the live ones"]
+        else:
+            problems["live before stored"] = ([f"a live figure at {live} ms, the first stored picture at {stored} ms"]
+                                             if live is not None and live < stored else [])
+            problems["stored pictures only at the end"] = (
+                [f"first stored picture at {stored} ms, the last cell at {done} ms"]
+                if stored > done - COLD_MARGIN_MS else [])
+            slow = BENCHMARK and stored > FIRST_FIGURE_LIMIT_MS
+            problems["slow stored picture"] = [f"{BENCHMARK_LIMIT}: first stored picture {stored} ms after the "
+                                               f"request (limit {FIRST_FIGURE_LIMIT_MS})"] if slow else []
+    return {name: found for name, found in problems.items() if found}
+
+
+def test_the_cold_start_checks_fire(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "BENCHMARK", False)  # the order checks alone; the limit below
+    good = {"first_stored_figure_ms": 700, "first_figure_ms": 6000, "all_cells_ms": 30000}
+    assert cold_start_problems(good, spinner=False, poster_left=0, expects_figure=True) == {}
+    assert set(cold_start_problems(good, spinner=True, poster_left=1, expects_figure=True)) == {
+        "spinner in front of the page", "poster left after the last cell"}
+    assert set(cold_start_problems({**good, "first_stored_figure_ms": None}, False, 0, True)) == {"no stored picture"}
+    assert set(cold_start_problems({**good, "first_stored_figure_ms": 7000}, False, 0, True)) == {"live before stored"}
+    assert set(cold_start_problems({**good, "first_stored_figure_ms": 29500, "first_figure_ms": 29600}, False, 0,
+                                   True)) == {"stored pictures only at the end"}
+    assert cold_start_problems({**good, "first_stored_figure_ms": None}, False, 0, expects_figure=False) == {}
+    monkeypatch.setattr(sys.modules[__name__], "BENCHMARK", True)  # the benchmark's limit: 2 s to a stored picture
+    assert cold_start_problems(good, False, 0, True) == {}
+    slow = cold_start_problems({**good, "first_stored_figure_ms": 2500}, False, 0, True)
+    assert set(slow) == {"slow stored picture"} and BENCHMARK_LIMIT in slow["slow stored picture"][0]
+
+
+def check_cold_start(page, server, course_notebook: Path, artifacts: Path) -> tuple[dict, dict[str, list[str]]]:
+    """Open the page before the preheat is done; returns its timings (ms) as "cold_…" entries, and what
+    it found wrong (asserted with the preheated page's findings, once every timing is in the report)."""
+    leaving = block_external_requests(page)
+    timings = open_classroom(page, server, course_notebook.name, artifacts, path="/")
+    kernel, stem = timings.pop("kernel"), course_notebook.stem
+    page.screenshot(path=artifacts / f"demo_{stem}_cold.png")
+    problems = cold_start_problems(timings, page.evaluate("() => window.__prenormPaint.spinner"),
+                                   page.locator("#classroom-poster").count(),
+                                   figures_expected(nbformat.read(course_notebook, as_version=4)))
+    problems.update({name: found for name, found in {
+        "errors": checks.error_outputs(page), "requests leaving 127.0.0.1": leaving,
+        "console": checks.unexpected_console(page.console),
+        "kernel left running": [] if leave(page, server, kernel) else [kernel]}.items() if found})
+    page.console.clear()
+    return {f"cold_{name}": value for name, value in timings.items()}, {
+        f"opened before the preheat was done: {name}": found for name, found in problems.items()}
 
 
 def figures_expected(notebook: nbformat.NotebookNode) -> bool:
@@ -148,19 +218,27 @@ def stored_sliders(notebook: nbformat.NotebookNode) -> int:
 def test_classroom_view(page, course_notebook: Path, scratch: Path, artifacts: Path, timing_report) -> None:
     number = course_notebook.name[:2]
     with make_demo(number, scratch / f"demo-{number}") as server:
-        # The teacher starts `make demo` before class: Voilà runs the notebook in its pool kernel.
+        # A teacher who starts `make demo` late: the page is asked for before the preheat is done.
+        cold, cold_problems = check_cold_start(page, server, course_notebook, artifacts)
+        # The teacher who starts it before class: Voilà has run the notebook in its pool kernel
+        # (refilled after the cold page took the first one).
         preheated_s = wait_until_preheated(server, timeout_s=PREHEAT_TIMEOUT_S)
-        check_classroom_view(page, server, course_notebook, artifacts, timing_report, preheated_s)
+        check_classroom_view(page, server, course_notebook, artifacts, timing_report, preheated_s, cold,
+                             cold_problems)
 
 
 def check_classroom_view(page, server, course_notebook: Path, artifacts: Path, timing_report,
-                         preheated_s: float) -> None:
+                         preheated_s: float, cold: dict | None = None,
+                         cold_problems: dict[str, list[str]] | None = None) -> None:
     leaving = block_external_requests(page)
     timings = open_classroom(page, server, course_notebook.name, artifacts, path="/")
-    timings["preheat_s"] = round(preheated_s, 1)
+    timings["refill_wait_s"] = round(preheated_s, 1)  # after the cold page: its pool kernel's refill
     kernel = timings.pop("kernel")
     stem = course_notebook.stem
     source = nbformat.read(course_notebook, as_version=4)
+    if stored_sliders(source):  # widgets are drawn by the page's script after the last cell: wait for them
+        with contextlib.suppress(PlaywrightTimeoutError):  # (none is counted as missing below)
+            page.locator(SLIDER).first.wait_for(timeout=HANG_MS)
     sliders = page.locator(SLIDER).count()
     page.screenshot(path=artifacts / f"demo_{stem}_1366x768.png")
     screenshot_whole_page(page, artifacts / f"demo_{stem}_whole.png")
@@ -176,9 +254,10 @@ def check_classroom_view(page, server, course_notebook: Path, artifacts: Path, t
                       if stored_sliders(source) and not sliders else []),
         "small or off-centre figures": checks.small_or_off_centre(page),
         "duplicate figures": checks.duplicate_figures(page),
-        "slow first paint": ([f"{timings['first_paint_ms']} ms"]
-                             if timings["first_paint_ms"] > FIRST_PAINT_LIMIT_MS else []),
-        "live too late": late(timings, figures_expected(source)) if os.environ.get("PRENORM_CLASSROOM_LIMITS") else [],
+        "slow first paint": ([f"{BENCHMARK_LIMIT}: {timings['first_paint_ms']} ms (limit {FIRST_PAINT_LIMIT_MS})"]
+                             if BENCHMARK and timings["first_paint_ms"] > FIRST_PAINT_LIMIT_MS else []),
+        "live too late": late(timings, figures_expected(source)) if BENCHMARK else [],
+        "poster left": [] if not page.locator("#classroom-poster").count() else ["the stored poster is still there"],
         "tables too small or too wide (1366x768)": checks.small_or_wide_tables(page),
         "slider labels cut (1366x768)": checks.cut_labels(page),
     }
@@ -201,16 +280,17 @@ def check_classroom_view(page, server, course_notebook: Path, artifacts: Path, t
     problems["slider labels cut (1920x1080)"] = checks.cut_labels(page)
     problems["errors after moving sliders"] = checks.error_outputs(page)
     budget = os.environ.get("PRENORM_SLIDER_BUDGET_MS")
-    problems["slow sliders"] = over_budget(moves, float(budget)) if budget else []
+    problems[f"slow sliders ({BENCHMARK_LIMIT}: PRENORM_SLIDER_BUDGET_MS)"] = (
+        over_budget(moves, float(budget)) if budget else [])
     problems["requests leaving 127.0.0.1"] = leaving
     problems["console"] = checks.unexpected_console(page.console)
     problems["kernel left running"] = [] if leave(page, server, kernel) else [kernel]
 
     timing_report.demo.append({
-        "notebook": stem, **timings, "figures": figures,
+        "notebook": stem, **timings, **(cold or {}), "figures": figures,
         "sliders": [move.as_dict() for move in moves], "slider_summary": latency_summary(moves),
     })
-    found = {name: found for name, found in problems.items() if found}
+    found = {**(cold_problems or {}), **{name: found for name, found in problems.items() if found}}
     assert not found, f"{stem} in classroom mode:\n" + "\n".join(f"- {k}: {v}" for k, v in found.items())
 
 
@@ -267,6 +347,12 @@ def test_each_check_fires_on_a_bad_page(page, voila_server, scratch: Path, artif
     leaving = block_external_requests(page)
     kernel = open_classroom(page, voila_server, FIXTURE_NAME, artifacts, query="?template=lab")["kernel"]
     page.screenshot(path=artifacts / "demo_fixture_plain_template.png")
+    # Voilà's own template, run from the page: its spinner stands in front until the last cell, and it has
+    # no stored pictures; the cold-start checks see both.
+    plain = {"first_stored_figure_ms": page.evaluate("() => window.__prenormPaint.preview"),
+             "first_figure_ms": 1, "all_cells_ms": 2}
+    assert set(cold_start_problems(plain, page.evaluate("() => window.__prenormPaint.spinner"), 0, True)) == {
+        "spinner in front of the page", "no stored picture"}, "Voilà's spinner or the missing pictures went unseen"
     # (The classroom kernel draws figures at 200 dpi, large even in the plain template: one is made small here.)
     page.evaluate("() => { const img = document.querySelector('.jp-OutputArea-output img');"
                   " img.style.width = '300px'; img.style.height = 'auto'; img.style.maxWidth = '300px'; }")

@@ -3,8 +3,9 @@
 For each notebook: open it, Run All from the Run menu, check every code cell ran in this
 kernel without a traceback or a warning, then move every slider (three arrow-key presses
 and one drag) and time key press → new picture. Run-All time and the latencies go into
-test-artifacts/browser/report.{json,md}. PRENORM_SLIDER_BUDGET_MS, if set, fails a slider
-whose 95th-percentile key-press latency is above it.
+test-artifacts/browser/report.{json,md} (and, in the benchmark, docs/measurements.md).
+PRENORM_SLIDER_BUDGET_MS, if set (for a quiet machine), fails a slider whose 95th-percentile
+key-press latency is above it.
 
 `test_error_checks_fire_on_the_fixture` runs the fixture notebook (bad on purpose): a cell
 that raises, and a LiveFigure whose update raises; each must be seen.
@@ -18,9 +19,10 @@ from pathlib import Path
 from . import _checks as checks
 from ._fixtures import FIXTURE_NAME, RAISED_IN_CELL, RAISED_IN_UPDATE
 from ._lab import KERNEL_IDLE, code_cell_counts, open_notebook, run_all, screenshot_notebook
+from ._report import BENCHMARK_LIMIT
 from ._widgets import KNOB, SLIDER, latency_summary, move_every_slider, over_budget
 
-RUN_ALL_TIMEOUT_MS = 180_000
+RUN_ALL_TIMEOUT_MS = 600_000  # a guard against a hang, not a limit
 ALL_SETTLED_MS = 1_000  # sliders are drawn by the kernel's last messages; let them land
 
 
@@ -54,7 +56,7 @@ def test_notebook_runs_and_sliders_redraw(lab_page, lab_server, course_notebook:
     budget = os.environ.get("PRENORM_SLIDER_BUDGET_MS")
     if budget:
         slow = over_budget(moves, float(budget))
-        assert not slow, f"{name}: sliders slower than PRENORM_SLIDER_BUDGET_MS:\n" + "\n".join(slow)
+        assert not slow, f"{name}: {BENCHMARK_LIMIT}: sliders slower than PRENORM_SLIDER_BUDGET_MS:\n" + "\n".join(slow)
 
 
 def test_error_checks_fire_on_the_fixture(lab_page, lab_server, artifacts: Path, timing_report) -> None:

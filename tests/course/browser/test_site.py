@@ -8,7 +8,10 @@ the site itself) has typeset it. Any request that would leave 127.0.0.1 (a CDN)
 fails the test. Each slider appears as a note followed by a picture.
 
 `test_the_raw_tex_check_fires` shows the formula check failing on a page without
-MathJax and on a formula MathJax cannot typeset.
+MathJax and on a formula MathJax cannot typeset. `test_no_code_is_cut_off` opens every
+notebook page at a phone's 390 px and a laptop's 1366 px and counts the code cells with a
+line that can be neither seen nor scrolled to: there must be none (the check is seen to fire
+on a page given nbconvert's overflow back).
 """
 
 from __future__ import annotations
@@ -100,8 +103,8 @@ def test_every_page_and_image_of_the_site_loads(page, built_site: Path, artifact
             assert notes == expected, f"{notebook.stem}: {notes} slider notes for {expected} widget outputs"
             pictures = page.locator(".jp-OutputArea:has(.static-widget-note) img").count()
             assert pictures >= expected, f"{notebook.stem}: {pictures} pictures for {expected} slider notes"
-    timing_report.site = {"pages": pages, "images": images, "links": len(seen),
-                          "slowest_load_ms": round(slowest * 1000, 1), "formulas": formulas}
+    timing_report.site.update({"pages": pages, "images": images, "links": len(seen),
+                               "slowest_load_ms": round(slowest * 1000, 1), "formulas": formulas})
 
 
 def test_the_raw_tex_check_fires(page, built_site: Path, scratch: Path) -> None:
@@ -123,3 +126,29 @@ def test_the_raw_tex_check_fires(page, built_site: Path, scratch: Path) -> None:
         checks.wait_for_mathjax(page)
         found = checks.raw_tex(page)
     assert found == ["MathJax error: \\notamacro{x}", "MathJax error: \\frac{a}{b"], found
+
+
+SITE_WIDTHS = (390, 1366)
+
+
+def test_no_code_is_cut_off(page, built_site: Path, timing_report) -> None:
+    lessons = [notebook.stem for notebook in course_notebooks()]
+    pages = [*lessons, *(f"exercises/{stem}" for stem in lessons)]
+    clipped: dict[str, list[str]] = {}
+    with static_site(built_site) as base:
+        for width in SITE_WIDTHS:
+            page.set_viewport_size({"width": width, "height": 800})
+            for name in pages:
+                page.goto(f"{base}/{name}.html", wait_until="load")
+                assert page.locator(".jp-CodeCell").count(), f"{name}: no code cells to check"
+                if found := checks.clipped_code(page):
+                    clipped[f"{name} at {width} px"] = found
+        # The check fires: nbconvert's own rule (the editor hides what does not fit) put back on one page.
+        page.set_viewport_size({"width": SITE_WIDTHS[0], "height": 800})
+        page.goto(f"{base}/{lessons[0]}.html", wait_until="load")
+        page.add_style_tag(content="body .jp-InputArea-editor { overflow: hidden !important; }")
+        cut = checks.clipped_code(page)
+    timing_report.site["clipped_code_cells"] = {width: sum(key.endswith(f" {width} px") for key in clipped)
+                                                for width in SITE_WIDTHS}
+    assert cut and all("hidden by .jp-CodeMirrorEditor" in found for found in cut), cut
+    assert not clipped, "code cut off on the site:\n" + "\n".join(f"- {k}: {v[:3]}" for k, v in clipped.items())
