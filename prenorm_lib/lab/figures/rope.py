@@ -37,9 +37,12 @@ POSITION_COLORS = {
 POSITION_LABELS = {"rope": "RoPE", "sinusoidal": "absolute sinusoidal", "none": "no positions"}
 # Θ values for the slider: from far too small to Llama 3's 500 000.
 THETA_CHOICES = (100.0, 1_000.0, 10_000.0, 100_000.0, 500_000.0, 1_000_000.0)
+# Fractions of pairs partial RoPE rotates: none (NoPE), Gemma 4's global layers' 0.25, half, Barbero et al.'s
+# 0.75, all (RoPE).
+FRACTION_CHOICES = (0.0, 0.25, 0.5, 0.75, 1.0)
 _CIRCLE = np.exp(1j * np.linspace(0.0, 2.0 * np.pi, 97))  # unit circle, drawn once per clock
 _SLIDER_LAYOUT = Layout(width="420px")
-_SLIDER_STYLE = {"description_width": "110px"}
+_SLIDER_STYLE = {"description_width": "120px"}
 
 
 def spaced(number: float) -> str:
@@ -335,15 +338,19 @@ def draw_cost_ratios(d_ks, time_ratios, memory_ratios):
 
 # --- long-term decay and the choice of Θ ------------------------------------------------------
 
-def long_term_decay(d: int = 128, max_distance: int = 256, base: float = 10000.0) -> torch.Tensor:
+def long_term_decay(d: int = 128, max_distance: int = 256, base: float = 10000.0,
+                    rotated_fraction: float = 1.0) -> torch.Tensor:
     """RoFormer's bound (1/(d/2))·Σ_{j=1}^{d/2} |S_j| for distances 0 … max_distance, float64.
 
     RoFormer §3.4.3 states S_j = Σ_{i=0}^{j−1} e^{i(m−n)θ_i} "by setting θ_i = 10000^{−2i/d}":
     i from 0, j terms. The paper gives no d and no value of the curve, so what this computes
     at a given d is the course's own arithmetic from that formula, not numbers of the paper.
+    With ``rotated_fraction`` p < 1 (partial RoPE) the slow θ_i beyond the first ⌊p·d/2⌋ are 0:
+    their terms are 1 at every distance, a part of the score that position does not touch.
     """
     i = torch.arange(d // 2, dtype=torch.float64)  # (d/2,)
     theta = base ** (-2.0 * i / d)
+    theta[functional.rotated_pairs(d, rotated_fraction):] = 0.0  # partial RoPE: unrotated pairs
     distance = torch.arange(max_distance + 1, dtype=torch.float64)  # (D,)
     terms = torch.polar(torch.ones(len(distance), len(i), dtype=torch.float64), torch.outer(distance, theta))
     partial = terms.cumsum(dim=1)  # (D, d/2): column j−1 holds S_j, the sum of the first j terms
@@ -363,17 +370,21 @@ def draw_long_term_decay(d: int = 128, max_distance: int = 256):
     return fig
 
 
-def theta_effects(thetas: Sequence[float] = THETA_CHOICES, d_k: int = 16, context: int = 32, d: int = 128,
-                  max_distance: int = 512, reference: float = 10000.0):
-    """The figure of :func:`theta_slider` and its ``update(theta)``: wavelengths and long-term decay.
+def theta_effects(thetas: Sequence[float] = THETA_CHOICES, fractions: Sequence[float] = FRACTION_CHOICES,
+                  d_k: int = 16, context: int = 32, d: int = 128, max_distance: int = 512,
+                  reference: float = 10000.0):
+    """The figure of :func:`theta_slider` and its ``update(theta, rotated_fraction)``: wavelengths and decay.
 
     Left, the wavelength of each of the d_k/2 pairs (the course model's heads have
-    d_k = 16); right, RoFormer's decay bound for d = 128. Grey dashes keep Θ =
-    ``reference`` in view. Every curve for every Θ in ``thetas`` is computed here, once;
-    a move only swaps data and titles.
+    d_k = 16); a pair that partial RoPE leaves unrotated has no wavelength and is drawn as a
+    cross on the "not rotated" line at the top. Right, RoFormer's decay bound for d = 128,
+    with the same fraction of its pairs rotated. Grey dashes keep Θ = ``reference``, every
+    pair rotated, in view. Every curve for every Θ and fraction is computed here, once; a
+    move only swaps data and titles.
     """
     waves = {theta: wavelengths(theta, d_k).numpy() for theta in (*thetas, reference)}
-    decays = {theta: long_term_decay(d, max_distance, base=theta).numpy() for theta in (*thetas, reference)}
+    decays = {(theta, p): long_term_decay(d, max_distance, base=theta, rotated_fraction=p).numpy()
+              for theta in (*thetas, reference) for p in (*fractions, 1.0)}
     fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.0))
     pairs = np.arange(d_k // 2)
     left.plot(pairs, waves[reference], color=COLORS["input"], linewidth=1.2, linestyle="--")
@@ -381,14 +392,20 @@ def theta_effects(thetas: Sequence[float] = THETA_CHOICES, d_k: int = 16, contex
     _wavelength_axes(left, context)
     left.set_xlabel(f"pair $k$ ($d_k$ = {d_k})")
     left.set_xticks(pairs[:: max(1, len(pairs) // 8)])
-    left.set_ylim(min(w.min() for w in waves.values()) / 2, max(w.max() for w in waves.values()) * 4)
+    bottom, top = min(w.min() for w in waves.values()) / 2, max(w.max() for w in waves.values()) * 40
+    left.set_ylim(bottom, top)
+    still = top / 4  # where an unrotated pair is drawn: above every wavelength, on its own line
+    left.axhline(still, color=COLORS["reference"], linewidth=0.8, linestyle="-.")
+    left.text(0.02, still * 1.5, "not rotated (kept for meaning)", transform=left.get_yaxis_transform(),
+              va="bottom", color=COLORS["reference"])
+    (unrotated,) = left.plot([], [], "X", markersize=9, color=COLORS["post"], linestyle="none")
     left_title = left.set_title("")
     distance = np.arange(max_distance + 1)
-    right.plot(distance, decays[reference], color=COLORS["input"], linewidth=1.2, linestyle="--")
-    (decay,) = right.plot(distance, decays[reference], color=COLORS["pre"])
+    right.plot(distance, decays[reference, 1.0], color=COLORS["input"], linewidth=1.2, linestyle="--")
+    (decay,) = right.plot(distance, decays[reference, 1.0], color=COLORS["pre"])
     # One line of text instead of a legend: a legend costs a redraw several times as much.
-    right.text(0.98, 0.95, f"both panels, grey dashes: Θ = {spaced(reference)}", transform=right.transAxes,
-               ha="right", va="top", color=COLORS["reference"])
+    right.text(0.98, 0.95, f"both panels, grey dashes: Θ = {spaced(reference)}, all pairs rotated",
+               transform=right.transAxes, ha="right", va="top", color=COLORS["reference"])
     right.set_ylim(0, d / 4 * 1.08)
     right.set_xlim(0, max_distance)
     right.set_xticks(np.linspace(0, max_distance, 3))
@@ -397,22 +414,31 @@ def theta_effects(thetas: Sequence[float] = THETA_CHOICES, d_k: int = 16, contex
     right.set_ylabel(f"relative upper bound ($d$ = {d})")
     right_title = right.set_title("")
 
-    def update(theta: float) -> None:
-        wave.set_ydata(waves[theta])
-        wrapping = int((waves[theta] < context).sum())
-        left_title.set_text(f"Θ = {spaced(theta)}: {wrapping} of {d_k // 2} pairs wrap within {context}")
-        decay.set_ydata(decays[theta])
-        right_title.set_text(f"bound at distance {max_distance}: {decays[theta][-1]:.1f}")
+    def update(theta: float, rotated_fraction: float) -> None:
+        turning = functional.rotated_pairs(d_k, rotated_fraction)
+        wave.set_data(pairs[:turning], waves[theta][:turning])
+        unrotated.set_data(pairs[turning:], np.full(d_k // 2 - turning, still))
+        wrapping = int((waves[theta][:turning] < context).sum())
+        left_title.set_text(f"Θ = {spaced(theta)}, {turning} of {d_k // 2} pairs rotated: "
+                            f"{wrapping} wrap within {context}")
+        decay.set_ydata(decays[theta, rotated_fraction])
+        right_title.set_text(f"bound at distance {max_distance}: {decays[theta, rotated_fraction][-1]:.1f}")
 
     return fig, update
 
 
-def theta_slider(theta: float = 10000.0, thetas: Sequence[float] = THETA_CHOICES):
-    """A Θ slider over :func:`theta_effects`."""
-    fig, update = theta_effects(thetas)
-    slider = SelectionSlider(options=[(spaced(t), t) for t in thetas], value=theta, description="Θ",
-                             continuous_update=True, layout=_SLIDER_LAYOUT, style=_SLIDER_STYLE)
-    return LiveFigure(fig, update, {"theta": slider}, "Wavelengths and long-term decay against Θ (slider: Θ)")
+def theta_slider(theta: float = 10000.0, rotated_fraction: float = 1.0, thetas: Sequence[float] = THETA_CHOICES,
+                 fractions: Sequence[float] = FRACTION_CHOICES):
+    """A Θ slider and, beside it, a "fraction rotated" slider (partial RoPE) over :func:`theta_effects`."""
+    fig, update = theta_effects(thetas, fractions)
+    theta_control = SelectionSlider(options=[(spaced(t), t) for t in thetas], value=theta, description="Θ",
+                                    continuous_update=True, layout=_SLIDER_LAYOUT, style=_SLIDER_STYLE)
+    fraction_control = SelectionSlider(options=[(f"{p:g}", p) for p in fractions], value=rotated_fraction,
+                                       description="fraction rotated", continuous_update=True,
+                                       layout=_SLIDER_LAYOUT, style=_SLIDER_STYLE)
+    return LiveFigure(fig, update, {"theta": theta_control, "rotated_fraction": fraction_control},
+                      "Wavelengths and long-term decay against Θ and the fraction of pairs rotated "
+                      "(sliders: Θ, fraction rotated)")
 
 
 # --- RoPE in a model (the experiment record rope_positions) ---------------------------------
