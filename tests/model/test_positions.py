@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from torch.testing import assert_close
 
 from prenorm_lib.model import TransformerLM
-from prenorm_lib.positions import SinusoidalPositions, sinusoidal_encoding
+from prenorm_lib.positions import LogLengthTemperature, SinusoidalPositions, log_length_scale, sinusoidal_encoding
 
 LM_ARGS = {"vocab_size": 40, "context_length": 12, "d_model": 16, "num_layers": 2, "num_heads": 4, "d_ff": 32}
 
@@ -96,3 +96,36 @@ def test_rope_sees_offsets_only_sinusoidal_sees_absolute_positions():
         model = lm(positions=positions)
         gap = (model(tokens, torch.arange(4, 9)) - model(tokens)).abs().max()
         assert (gap < 1e-4) == shift_invariant, positions
+
+
+# ---- Llama 4's attention temperature for layers without positions ---------------------------
+
+
+def test_log_length_scale_is_llama4s_formula_written_out():
+    # models/llama4/model.py: log(floor((pos + 1) / floor_scale) + 1) * attn_scale + 1, defaults 8192 and 0.1
+    positions = torch.tensor([0, 100, 8190, 8191, 16382, 16383, 100_000])
+    expected = [math.log(math.floor((p + 1) / 8192) + 1) * 0.1 + 1 for p in positions.tolist()]
+    assert log_length_scale(positions, 8192.0).tolist() == pytest.approx(expected, rel=1e-6)
+    assert log_length_scale(positions, 8192.0)[:3].tolist() == [1.0, 1.0, 1.0]  # short contexts untouched
+    assert log_length_scale(torch.arange(70), 32.0, 0.1)[[30, 31, 62, 63]].tolist() == pytest.approx(
+        [1.0, 1 + 0.1 * math.log(2), 1 + 0.1 * math.log(2), 1 + 0.1 * math.log(3)])
+
+
+def test_the_temperature_scales_queries_by_their_own_position():
+    q = torch.randn(2, 3, 40, 8)  # (batch, heads, T, d)
+    hot = LogLengthTemperature(16.0, 0.5)
+    scale = torch.tensor([math.log((p + 1) // 16 + 1) * 0.5 + 1 for p in range(40)])
+    torch.testing.assert_close(hot(q), q * scale[:, None])
+    positions = torch.tensor([0, 31, 37])  # given positions: the query at 37 gets 37's scale
+    torch.testing.assert_close(hot(q[..., :3, :], positions), q[..., :3, :] * scale[positions][:, None])
+    assert not list(hot.parameters()) and "floor_scale=16" in repr(hot)
+
+
+@pytest.mark.parametrize(("build", "match"), [
+    (lambda: LogLengthTemperature(0.0), "floor_scale must be a finite number > 0"),
+    (lambda: log_length_scale(torch.tensor([1.5]), 8.0), "positions must be an integer tensor"),
+    (lambda: LogLengthTemperature(8.0)(torch.zeros(4, dtype=torch.long)), "q must be a floating-point tensor"),
+])
+def test_bad_temperature_arguments_are_named(build, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        build()

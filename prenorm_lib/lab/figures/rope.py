@@ -21,7 +21,7 @@ from matplotlib.ticker import FixedFormatter, FixedLocator, MaxNLocator, NullLoc
 from matplotlib.transforms import offset_copy
 
 from prenorm_lib import functional
-from prenorm_lib.lab.plotting import COLORS, mean_band
+from prenorm_lib.lab.plotting import COLORS, OKABE_ITO, mean_band
 from prenorm_lib.lab.sliders import LiveFigure
 from prenorm_lib.rope import RotaryPositionalEmbedding
 
@@ -33,6 +33,7 @@ POSITION_COLORS = {
     "none": COLORS["none"],
     "interpolation": COLORS["silu"],
     "ntk": COLORS["swiglu"],
+    "yarn": OKABE_ITO["orange"],
 }
 POSITION_LABELS = {"rope": "RoPE", "sinusoidal": "absolute sinusoidal", "none": "no positions"}
 # Θ values for the slider: from far too small to Llama 3's 500 000.
@@ -513,6 +514,62 @@ def draw_loss_by_position(panels: Mapping[str, Mapping[str, np.ndarray]], traine
     axes[0, 0].set_ylabel("next-token loss")
     fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
     return fig
+
+
+# --- the stated reason, tested (the experiment record rope_extension) ------------------------
+
+EXTENSION_LABELS = {"interpolation": "position interpolation", "ntk": "NTK-aware Θ", "yarn": "YaRN"}
+EXTENSION_STYLES = {"interpolation": ("s", "--"), "ntk": ("^", ":"), "yarn": ("P", "-.")}  # marker, dash
+
+
+def draw_extension_differences(panels: Mapping[str, Mapping[int, Mapping[str, object]]],
+                               title: str = "After 50 updates at 32·s: each method minus plain RoPE"):
+    """One panel per text: for each method, its paired difference from plain RoPE against the factor s.
+
+    ``panels[text][factor][method]`` is a :class:`~prenorm_lib.lab.stats.PairedComparison`
+    (method − plain, mean loss over the positions never trained); each point is the mean
+    difference, its bar the 95 % interval. Below the zero line the method beats plain RoPE.
+    """
+    fig, axes = plt.subplots(1, len(panels), figsize=(11.0, 4.2), squeeze=False)
+    for ax, (text, by_factor) in zip(axes[0], panels.items(), strict=True):
+        factors = sorted(by_factor)
+        ax.axhline(0.0, color=COLORS["reference"], linewidth=1.0)
+        for shift, method in zip((-0.06, 0.0, 0.06), EXTENSION_LABELS, strict=True):
+            comparisons = [by_factor[f][method] for f in factors]
+            means = np.array([c.mean for c in comparisons])
+            bars = np.array([[c.mean - c.low for c in comparisons], [c.high - c.mean for c in comparisons]])
+            marker, dash = EXTENSION_STYLES[method]
+            ax.errorbar(np.log2(factors) + shift, means, yerr=bars, marker=marker, linestyle=dash, capsize=3,
+                        color=POSITION_COLORS[method], label=EXTENSION_LABELS[method])
+        ax.set_xticks(np.log2(factors), [f"{f}" for f in factors])
+        ax.set_xlabel("extension factor $s$")
+        ax.set_title(text)
+        ax.text(0.02, 0.02, "below 0: beats plain RoPE", transform=ax.transAxes, va="bottom")
+    axes[0, 0].set_ylabel("loss difference beyond 32")
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
+    fig.suptitle(title, fontweight="bold")
+    return fig
+
+
+def record_extension_differences(record, stage: str = "after") -> dict[str, dict[int, dict[str, object]]]:
+    """``{text: {factor: {method: method − plain}}}`` from a record of ``rope_extension``, paired over seeds."""
+    from prenorm_lib.lab.experiments.rope_extension import mean_loss
+    from prenorm_lib.lab.stats import paired
+
+    config = record.config
+    return {text: {factor: {method: paired(mean_loss(record, text, factor, method, stage),
+                                           mean_loss(record, text, factor, "plain", stage),
+                                           a_name=EXTENSION_LABELS[method], b_name="plain RoPE",
+                                           what=f"{text}, s = {factor}, beyond 32, {stage}")
+                            for method in EXTENSION_LABELS}
+                   for factor in config["factors"]}
+            for text in config["texts"]}
+
+
+def _example_extension_differences():
+    from prenorm_lib.lab import experiments
+
+    return draw_extension_differences(record_extension_differences(experiments.read("rope_extension")))
 
 
 def _record_example():
