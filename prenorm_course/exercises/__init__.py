@@ -16,8 +16,10 @@ learner's functions there and judging only the plain data that comes back.
 The course root is found from the installed package; ``PRENORM_ROOT``
 overrides it. Modules: ``markers`` (the conventions), ``build``, ``check`` (one
 notebook), ``grade``, ``verify``; underneath, ``kernel`` (one learner's kernel),
-``sandbox`` (its folder, limits and bubblewrap confinement), ``withheld`` (what its
-copy of the library lacks: the answers, declared per notebook), ``agent`` (the
-learner's side of a check), ``remote`` (the grader's side) and ``wire`` (the plain
-data between them).
+``sandbox`` (its folder, limits and bubblewrap confinement), ``limits`` (every limit of
+grading, in one ``GradingLimits``), ``withheld`` (what its copy of the library lacks: the
+answers, derived from the exercises' records in ``prenorm_lib.checks.catalogue``). The
+protocol between grader and kernel is the library's own, beside the checkers:
+``prenorm_lib.checks.agent`` (the learner's side of a check), ``remote`` (the grader's side),
+``wire`` (the plain data between them) and ``probes`` (all that runs on learner objects).
 """

@@ -11,7 +11,7 @@
    (:mod:`kernel`, :mod:`sandbox`). At each check cell the kernel runs only the
    cell's own statements, not the checker call; the grader instead looks up the
    learner's objects and calls the checker *here* (``checker.core``), on
-   :class:`~prenorm_course.exercises.remote.RemoteObject` proxies. The learner's code
+   :class:`~prenorm_lib.checks.remote.RemoteObject` proxies. The learner's code
    runs there on inputs the checker chose and sends back plain data; the checker
    compares it with references computed here and decides. An exercise passes only if
    the checker, in this process, reached its ``passed`` line -- nothing the learner's
@@ -29,6 +29,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from prenorm_course.exercises.build import read_notebook
 from prenorm_course.exercises.kernel import DIED, OK, CellRun, Kernel
 from prenorm_course.exercises.kernel import ERROR as RAN_INTO_ERROR
 from prenorm_course.exercises.kernel import TIMEOUT as RAN_TOO_LONG
+from prenorm_course.exercises.limits import LIMITS, GradingLimits
 from prenorm_course.exercises.markers import (
     METADATA_KEY,
     USES_EXERCISES_TAG,
@@ -53,15 +55,30 @@ from prenorm_course.exercises.markers import (
     validate_solution,
 )
 from prenorm_course.exercises.paths import exercise_dir, repo_root, sanitize_file, solution_dir, solution_notebooks
-from prenorm_course.exercises.remote import KernelStopped, Learner, LearnerTimeout, Missing, NoAnswer
 from prenorm_course.exercises.sandbox import Confinement, CourseFiles, Sandbox, confinement
 from prenorm_course.exercises.withheld import MARKER as WITHHELD_MARKER
 from prenorm_lib.checks.core import Hint, NotDone, collecting_passes
+from prenorm_lib.checks.remote import KernelStopped, Learner, LearnerTimeout, Missing, NoAnswer
 
-DEFAULT_TIMEOUT = 60.0
-MAX_NOTEBOOK_BYTES = 100 * 2**20
-PASSED, HINT, NOT_DONE, ERROR, TIMEOUT, NOT_RUN = "pass", "hint", "not done", "error", "timeout", "not run"
-NOT_A_NOTEBOOK = "not a notebook"
+DEFAULT_TIMEOUT = LIMITS.cell_seconds  # the command line's --timeout
+
+
+class Status(StrEnum):
+    """An exercise's outcome, as the tables write it."""
+
+    PASSED = "pass"
+    HINT = "hint"
+    NOT_DONE = "not done"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    NOT_RUN = "not run"
+    NOT_A_NOTEBOOK = "not a notebook"  # the learner's file could not be read as a notebook
+    MISSING = "missing"  # no file of that notebook from this learner
+
+
+PASSED, HINT, NOT_DONE, ERROR, TIMEOUT, NOT_RUN = (Status.PASSED, Status.HINT, Status.NOT_DONE, Status.ERROR,
+                                                   Status.TIMEOUT, Status.NOT_RUN)
+NOT_A_NOTEBOOK = Status.NOT_A_NOTEBOOK
 UNCOMPARED_MIME = ("image/png", "image/jpeg", "application/vnd.jupyter.widget-view+json",
                    "application/vnd.jupyter.widget-state+json")
 
@@ -80,7 +97,7 @@ class GradingError(RuntimeError):
 @dataclass
 class ExerciseStatus:
     exercise: Exercise
-    status: str  # one of PASSED, HINT, NOT_DONE, ERROR, TIMEOUT, NOT_RUN
+    status: Status
     detail: str
 
     def line(self) -> str:
@@ -111,10 +128,10 @@ class CheckResult:
 # --- reading a learner's file -----------------------------------------------------------
 
 
-def parse_learner(data: bytes) -> nbformat.NotebookNode:
+def parse_learner(data: bytes, limits: GradingLimits = LIMITS) -> nbformat.NotebookNode:
     """A learner's notebook from the bytes of its file; ``NotANotebook`` says why not."""
-    if len(data) > MAX_NOTEBOOK_BYTES:
-        raise NotANotebook(f"the file is larger than {MAX_NOTEBOOK_BYTES // 2**20} MB")
+    if len(data) > limits.notebook_bytes:
+        raise NotANotebook(f"the file is larger than {limits.notebook_bytes // 2**20} MB")
     try:
         content = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
@@ -438,6 +455,7 @@ def check_notebook(
     course: CourseFiles | None = None,
     confined: Confinement | None = None,
     trusted: bool = False,
+    limits: GradingLimits = LIMITS,
 ) -> CheckResult:
     """Check an in-memory learner notebook called ``name`` (its file name).
 
@@ -466,7 +484,8 @@ def check_notebook(
     for call in calls.values():  # every checker is imported here before any learner code runs
         _checker(call)
     # graded: the kernel's library lacks the answers to this notebook's exercises; inline, it is the learner's own
-    kernel = Kernel(Sandbox.create(confined.mode, course if inline_checks else course.for_grading(solution_path.name)))
+    kernel = Kernel(Sandbox.create(confined.mode, course if inline_checks else course.for_grading(solution_path.name),
+                                   limits))
     try:
         try:
             kernel.start()

@@ -47,21 +47,21 @@ from pathlib import Path
 from prenorm_course.exercises.build import read_notebook
 from prenorm_course.exercises.check import (
     DEFAULT_TIMEOUT,
-    MAX_NOTEBOOK_BYTES,
     NOT_A_NOTEBOOK,
     NOT_DONE,
     NOT_RUN,
     PASSED,
     GradingError,
     NotANotebook,
+    Status,
     check_notebook,
     parse_learner,
 )
+from prenorm_course.exercises.limits import LIMITS, GradingLimits
 from prenorm_course.exercises.markers import NotebookError, find_exercises, id_key
 from prenorm_course.exercises.paths import repo_root, solution_dir
 from prenorm_course.exercises.sandbox import CourseFiles, confinement
 
-MISSING = "missing"
 COPY_RULE = "the copy with the most passed exercises counts, a tie going to the path that sorts first"
 
 
@@ -92,12 +92,12 @@ def symlinked_notebooks(folder: Path) -> list[Path]:
     return sorted(found)
 
 
-def read_submission(path: Path) -> bytes:
+def read_submission(path: Path, limits: GradingLimits = LIMITS) -> bytes:
     """The bytes of a learner's file, its type and size checked before reading (``NotANotebook`` says why not).
 
     Opened without following a link and without blocking (a named pipe would wait for a
     writer forever), then ``fstat`` on the open file: only a regular file of at most
-    ``MAX_NOTEBOOK_BYTES`` is read, and never more than that many bytes.
+    ``notebook_bytes`` is read, and never more than that many bytes.
     """
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
@@ -108,12 +108,12 @@ def read_submission(path: Path) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             kind = "a named pipe" if stat.S_ISFIFO(info.st_mode) else "a device, socket or folder"
             raise NotANotebook(f"it is {kind}, not a file")
-        if info.st_size > MAX_NOTEBOOK_BYTES:
-            raise NotANotebook(f"the file is larger than {MAX_NOTEBOOK_BYTES // 2**20} MB "
+        if info.st_size > limits.notebook_bytes:
+            raise NotANotebook(f"the file is larger than {limits.notebook_bytes // 2**20} MB "
                                f"({info.st_size / 2**20:.0f} MB); it was not read")
-        data = f.read(MAX_NOTEBOOK_BYTES + 1)
-    if len(data) > MAX_NOTEBOOK_BYTES:  # it grew while being read
-        raise NotANotebook(f"the file is larger than {MAX_NOTEBOOK_BYTES // 2**20} MB; it was not read")
+        data = f.read(limits.notebook_bytes + 1)
+    if len(data) > limits.notebook_bytes:  # it grew while being read
+        raise NotANotebook(f"the file is larger than {limits.notebook_bytes // 2**20} MB; it was not read")
     return data
 
 
@@ -272,7 +272,7 @@ def write_tables(table: dict[str, dict[str, str]], details: dict[str, list[str]]
     columns = _columns(table)
     rows = []
     for learner in sorted(table):
-        cells = [table[learner].get(e, MISSING) for e in columns]
+        cells = [table[learner].get(e, Status.MISSING) for e in columns]
         rows.append([learner, *cells, f"{cells.count(PASSED)}/{len(columns)}", "; ".join(notes.get(learner, []))])
     header = ["learner", *columns, "passed", "notes"]
     with open(out_dir / "grades.csv", "w", encoding="utf-8", newline="") as f:

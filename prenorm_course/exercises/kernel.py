@@ -9,17 +9,19 @@ folder inside the sandbox, which the grader reaches through ``/proc/PID/root``) 
 "message"; ``nbclient``'s ``NotebookClient`` runs each cell (outputs as nbformat, a
 time limit with an interrupt past it, a dead kernel noticed). What is ours:
 
-* a cell that does not stop within ``INTERRUPT_GRACE`` after the interrupt gets its
+* a cell that does not stop within ``interrupt_grace`` after the interrupt gets its
   kernel killed, with its whole sandbox; a kernel that exits (``exit()``,
   ``os._exit``, a crash, a memory or CPU limit) is reported in words (``death``);
-* what comes back is bounded: messages over ``MAX_MESSAGE_BYTES`` are dropped by ZeroMQ,
-  and a cell's stored output is capped (``MAX_OUTPUT_CHARS``); widget (comm) messages
+* what comes back is bounded: messages over ``message_bytes`` are dropped by ZeroMQ,
+  and a cell's stored output is capped (``output_chars``); widget (comm) messages
   count against the same cap and their state is never kept (the grader shows no widgets);
 * ``rpc`` runs one agent request and returns the one reply that carries its nonce;
 * the kernel's peak memory, read from its sandbox;
 * without a cgroup (a normal user), a watchdog thread adds up the resident memory of all
-  the sandbox's processes every ``WATCH_SECONDS`` and kills the sandbox past
-  ``MEMORY_BYTES`` (``memory_total``): a total, as the cgroup gives root.
+  the sandbox's processes every ``watch_seconds`` and kills the sandbox past
+  ``memory_bytes`` (``memory_total``): a total, as the cgroup gives root.
+
+The limits are the sandbox's (:class:`~prenorm_course.exercises.limits.GradingLimits`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import nbformat
@@ -44,34 +47,38 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
-from prenorm_course.exercises.agent import REPLY_MIME
-from prenorm_course.exercises.remote import KernelStopped, LearnerTimeout, NoAnswer
+from prenorm_course.exercises.limits import GradingLimits
 from prenorm_course.exercises.sandbox import (
     CONFINED,
     CONNECTION_FILE,
-    MEMORY_BYTES,
     Sandbox,
     kernel_env,
     resident_kb,
 )
+from prenorm_lib.checks.agent import REPLY_MIME
+from prenorm_lib.checks.remote import KernelStopped, LearnerTimeout, NoAnswer
 
-MAX_MESSAGE_BYTES = 64 * 2**20
-MAX_OUTPUT_CHARS = 1_000_000  # stored per cell, for comparing with the course run
-MAX_REPLIES = 4  # agent replies kept per check request (only the one with the nonce counts)
-STARTUP_TIMEOUT = 120.0
-INTERRUPT_GRACE = 10.0
 KERNEL_COMMAND = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
                   "--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
-MEMORY_LIMIT_GIB = MEMORY_BYTES / 2**30
-WATCH_SECONDS = 0.5  # how often the watchdog adds up the sandbox's memory (no cgroup)
-OK, ERROR, TIMEOUT, DIED = "ok", "error", "timeout", "died"
+
+
+class CellStatus(StrEnum):
+    """How a cell (or a check request) ran in the kernel."""
+
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    DIED = "died"
+
+
+OK, ERROR, TIMEOUT, DIED = CellStatus.OK, CellStatus.ERROR, CellStatus.TIMEOUT, CellStatus.DIED
 
 
 @dataclass
 class CellRun:
     """How one cell went: ``status`` ok/error/timeout/died, its outputs (nbformat dicts), its error."""
 
-    status: str = OK
+    status: CellStatus = OK
     outputs: list[dict] = field(default_factory=list)
     ename: str = ""
     evalue: str = ""
@@ -116,7 +123,7 @@ class SandboxKernelManager(AsyncKernelManager):
         await super()._async_launch_kernel(kernel_cmd, **kw)
         if self.sandbox.mode != CONFINED:
             return
-        deadline = time.monotonic() + STARTUP_TIMEOUT
+        deadline = time.monotonic() + self.sandbox.limits.startup_seconds
         process = self.provisioner.process
         while (pid := self.sandbox.inside_pid()) is None and process.poll() is None and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
@@ -127,8 +134,9 @@ class SandboxKernelManager(AsyncKernelManager):
 class _Client(NotebookClient):
     """nbclient's executor with our bounds on what a cell may send back."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, limits: GradingLimits, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self.limits = limits
         self.chars: dict[int, int] = {}
         self.replies: dict[int, int] = {}
         self.timed_out = False
@@ -144,7 +152,7 @@ class _Client(NotebookClient):
 
     def _within_cap(self, cell_index: int, size: int) -> bool:
         """Count ``size`` against the cell's output cap; False once the cap is passed."""
-        if self.chars.get(cell_index, 0) + size > MAX_OUTPUT_CHARS:
+        if self.chars.get(cell_index, 0) + size > self.limits.output_chars:
             return False
         self.chars[cell_index] = self.chars.get(cell_index, 0) + size
         return True
@@ -159,7 +167,7 @@ class _Client(NotebookClient):
         data = msg.get("content", {}).get("data") or {}
         if REPLY_MIME in data:  # a check's answer: not a learner output, not capped, but few
             self.replies[cell_index] = self.replies.get(cell_index, 0) + 1
-            if self.replies[cell_index] > MAX_REPLIES:
+            if self.replies[cell_index] > self.limits.replies:
                 return None
             return super().output(outs, msg, display_id, cell_index)
         if not self._within_cap(cell_index, len(json.dumps(msg.get("content", {}), default=str))):
@@ -179,7 +187,8 @@ class Kernel:
         self._loop = asyncio.new_event_loop()
         self._log: Any = None
         self._cells = nbformat.v4.new_notebook()
-        self.memory_total = MEMORY_BYTES
+        self.limits = sandbox.limits
+        self.memory_total = self.limits.memory_bytes
         self._over_memory = False
         self._stop_watch = threading.Event()
 
@@ -198,11 +207,12 @@ class Kernel:
     def start(self) -> None:
         self._log = open(self.sandbox.stage / "kernel.log", "w+b")  # noqa: SIM115 — lives as long as the kernel
         context = zmq.asyncio.Context()
-        context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        context.setsockopt(zmq.MAXMSGSIZE, self.limits.message_bytes)
         self.km = SandboxKernelManager(self.sandbox, context=context)
         self.client = _Client(self._cells, km=self.km, allow_errors=True, interrupt_on_timeout=True,
-                              startup_timeout=int(STARTUP_TIMEOUT), iopub_timeout=4, record_timing=False,
-                              kernel_name="python3", store_widget_state=False)
+                              startup_timeout=int(self.limits.startup_seconds), iopub_timeout=4,
+                              record_timing=False, kernel_name="python3", store_widget_state=False,
+                              limits=self.limits)
 
         async def start() -> None:
             await self.km.start_kernel(env=kernel_env(self.sandbox.workdir), cwd=str(self.sandbox.workdir),
@@ -210,7 +220,7 @@ class Kernel:
             self.client.kc = self.km.client(context=context)
             self.client.kc.start_channels()
             try:
-                await self.client.kc.wait_for_ready(timeout=STARTUP_TIMEOUT)
+                await self.client.kc.wait_for_ready(timeout=self.limits.startup_seconds)
             except RuntimeError as exc:
                 raise KernelStopped(f"the kernel did not start: {exc}: {self._log_tail()}") from None
 
@@ -220,7 +230,7 @@ class Kernel:
 
     def _watch_memory(self) -> None:
         """Kill the sandbox once its processes together hold more than ``memory_total`` (no cgroup here)."""
-        while not self._stop_watch.wait(WATCH_SECONDS):
+        while not self._stop_watch.wait(self.limits.watch_seconds):
             process = self._process
             if process is None or process.poll() is not None:
                 return
@@ -284,7 +294,7 @@ class Kernel:
             self.death = _death(process.returncode, wrapped=self.sandbox.mode == CONFINED)
             if self._over_memory or (self.sandbox.cgroup is not None and self.sandbox.cgroup.oom_killed()):
                 self.death = "the kernel ran out of memory (its sandbox may use " \
-                             f"{MEMORY_LIMIT_GIB:g} GiB in all) and was stopped"
+                             f"{self.limits.memory_bytes / 2**30:g} GiB in all) and was stopped"
         return True
 
     # -- running code ---------------------------------------------------------------------
@@ -304,7 +314,7 @@ class Kernel:
         start = time.monotonic()
         try:
             self._run(asyncio.wait_for(client.async_execute_cell(cell, 0, store_history=store_history),
-                                       timeout + INTERRUPT_GRACE))
+                                       timeout + self.limits.interrupt_grace))
         except (TimeoutError, DeadKernelError):  # nbclient reports our cancelling as a dead kernel
             if self.alive():
                 self._read_peak_memory()
@@ -338,7 +348,7 @@ class Kernel:
     def rpc(self, request: dict, timeout: float) -> dict:
         """Send one agent request; return its reply (raise if there is none, or more than one)."""
         nonce = request["nonce"]
-        code = f"__import__('prenorm_course.exercises.agent', fromlist=['serve']).serve({json.dumps(request)!r})"
+        code = f"__import__('prenorm_lib.checks.agent', fromlist=['serve']).serve({json.dumps(request)!r})"
         run = self._execute(code, timeout, store_history=False)
         if run.status == DIED:
             raise KernelStopped(self.death)
@@ -347,7 +357,7 @@ class Kernel:
         replies = []
         for output in run.outputs:
             text = output.get("data", {}).get(REPLY_MIME) if output.get("output_type") == "display_data" else None
-            if isinstance(text, str) and len(text) <= MAX_MESSAGE_BYTES:
+            if isinstance(text, str) and len(text) <= self.limits.message_bytes:
                 try:
                     reply = json.loads(text)
                 except ValueError:

@@ -29,33 +29,15 @@ from collections.abc import Iterable, Iterator
 import nbformat
 
 from prenorm_course.exercises.markers import Exercise, solution_literals, solution_regions
+from prenorm_lib.checks.catalogue import EXERCISES
 
 ANSWER_TAG = "answer"  # a solution-notebook cell that shows an answer: folded in the exercise version
 MIN_LINE = 12  # shorter code lines ("return x", "h = x") are too common to mean a leak
 SHARED_LINES = 2  # one shared line (an upcast, a naive softmax's sum) is a resemblance; two are the code
 
-# The library objects whose source code answers an exercise (the grader withholds the same ones).
-LIBRARY_ANSWERS: dict[str, tuple[str, ...]] = {
-    "1.1": ("prenorm_lib.functional:rms_norm",),
-    "1.2": ("prenorm_lib.norm:RMSNorm",),
-    "2.1": ("prenorm_lib.functional:silu",),
-    "2.2": ("prenorm_lib.functional:swiglu",),
-    "2.3": ("prenorm_lib.ffn:swiglu_hidden_dim",),
-    "3.1": ("prenorm_lib.functional:rope_angles",),
-    "3.2": ("prenorm_lib.functional:apply_rope",),
-    "4.1": ("prenorm_lib.functional:softmax",),
-    "4.3": ("prenorm_lib.functional:scaled_dot_product_attention",),
-    "4.4": ("prenorm_lib.attention:MultiHeadSelfAttention.forward",),
-    "5.1": ("prenorm_lib.block:TransformerBlock.pre_norm_forward",),
-    "5.2": ("prenorm_lib.block:TransformerBlock.post_norm_forward",),
-    "6.1": ("prenorm_lib.layers:Linear",),
-    "6.2": ("prenorm_lib.layers:Embedding",),
-    "6.3": ("prenorm_lib.ffn:GatedFeedForward",),  # SwiGLU's code is its base class's
-    "6.4": ("prenorm_lib.rope:RotaryPositionalEmbedding",),
-    "6.5": ("prenorm_lib.attention:MultiHeadSelfAttention",),
-    "6.6": ("prenorm_lib.block:TransformerBlock.pre_norm_forward",),
-    "6.7": ("prenorm_lib.model:TransformerLM",),
-}
+# The library code that answers an exercise, from its record (the grader withholds the same, and more)
+LIBRARY_ANSWERS: dict[str, tuple[str, ...]] = {record.id: record.answers for record in EXERCISES.values()
+                                               if record.answers}
 
 
 def fold(cell: nbformat.NotebookNode) -> None:

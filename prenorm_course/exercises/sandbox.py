@@ -16,10 +16,10 @@ the grader, the submissions or another kernel; it has no network (not even the h
 loopback); when the kernel stops, bubblewrap's pid namespace ends and every process the
 learner started ends with it.
 
-Its folder, too, is a memory folder of ``FOLDER_BYTES`` made by bubblewrap at the
+Its folder, too, is a memory folder of ``folder_bytes`` made by bubblewrap at the
 folder's path (home, ``TMPDIR`` and working folder are in it), with the grader's files
 bound into it read-only: the course copy and the connection file. So what the kernel
-can write is a total -- ``WRITABLE_BYTES``, the three memory folders together -- as
+can write is a total -- ``writable_bytes``, the three memory folders together -- as
 root and as a normal user alike, and none of it reaches the disk (a per-file limit
 alone let many 256 MiB files fill it). The kernel makes its Unix sockets in that memory
 folder; the grader reaches them through ``/proc/PID/root`` of the sandbox's first
@@ -36,13 +36,13 @@ memory folders. Its folder may lie under any ``TMPDIR``: the folders above it ar
 reachable inside the sandbox.
 
 Limits on the whole sandbox: where a cgroup can be made (root, cgroup v1 or v2), one
-per kernel caps the memory of all its processes together (``MEMORY_BYTES``, memory
-folders included) and their number (``MAX_PROCESSES``). Without one, each process gets
+per kernel caps the memory of all its processes together (``memory_bytes``, memory
+folders included) and their number (``max_processes``). Without one, each process gets
 ``prlimit``'s limits (address space, CPU time, file size, open files), and the kernel's
 watchdog (:mod:`kernel`) stops the sandbox when its processes together hold more than
-``MEMORY_BYTES`` (their resident memory, read every ``WATCH_SECONDS``). The number of
+``memory_bytes`` (their resident memory, read every ``watch_seconds``). The number of
 processes is a total in any case: as root that of the kernel's own user, as a normal
-user (``RLIMIT_NPROC`` counts every process of the real user) ``MAX_PROCESSES`` more
+user (``RLIMIT_NPROC`` counts every process of the real user) ``max_processes`` more
 than the user runs when the kernel starts.
 
 No silent fallback: if bubblewrap cannot start a kernel here, ``confinement()`` raises
@@ -72,24 +72,25 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 import prenorm_lib
+from prenorm_course.exercises.limits import LIMITS, GradingLimits
 from prenorm_course.exercises.packages import site_binds
 from prenorm_course.exercises.paths import solution_notebooks
 from prenorm_course.exercises.withheld import withheld_files
 
-CONFINED, TRUSTED, CONTAINER = "bubblewrap", "trusted", "container"
-MEMORY_BYTES = 6 * 2**30  # all processes of a kernel together (cgroup), or each one's address space
-MAX_PROCESSES = 256  # processes (and threads) of a kernel
-CPU_SECONDS = 900  # CPU time of a kernel process over its whole life
-FILE_BYTES = 256 * 2**20  # largest file a kernel may write
-TMP_BYTES = 512 * 2**20  # its private /tmp, and its /dev/shm
-# The kernel's folder (home, TMPDIR, working folder): a notebook needs little there (matplotlib's and
-# IPython's settings, its sockets: 144 KiB after notebook 01 top to bottom); one largest file fits.
-# It is memory, like /tmp, so the three memory folders together stay far below MEMORY_BYTES.
-FOLDER_BYTES = 256 * 2**20
-WRITABLE_BYTES = FOLDER_BYTES + 2 * TMP_BYTES  # all a confined kernel can write, far below MEMORY_BYTES
+
+class Mode(StrEnum):
+    """How a kernel runs: in bubblewrap, unconfined (asked for), or as an unprivileged user in a one-use container."""
+
+    CONFINED = "bubblewrap"
+    TRUSTED = "trusted"
+    CONTAINER = "container"
+
+
+CONFINED, TRUSTED, CONTAINER = Mode.CONFINED, Mode.TRUSTED, Mode.CONTAINER
 CONNECTION_FILE = "kernel.json"  # written by the grader into the kernel's folder, bound in read-only
 INFO_FILE = "bwrap-info.json"  # bubblewrap's --info-fd: the pid of the sandbox's first process
 KERNEL_UID_BASE = 0x70000000  # as root: fresh user ids, far from any real account
@@ -115,13 +116,6 @@ class CourseFiles:
             if path.is_file() and not (set(path.relative_to(package).parts) & SKIPPED_DIRS) \
                     and path.suffix != ".pyc":
                 files[f"prenorm_lib/{path.relative_to(package).as_posix()}"] = path.read_bytes()
-        # The agent that answers the grader from inside the kernel, and the wire format it speaks:
-        # the only course tools a kernel sees (as empty packages around them, so nothing else loads).
-        tools = Path(__file__).resolve().parent
-        files["prenorm_course/__init__.py"] = b""
-        files["prenorm_course/exercises/__init__.py"] = b""
-        for name in ("agent.py", "wire.py"):
-            files[f"prenorm_course/exercises/{name}"] = (tools / name).read_bytes()
         course = cls(files)
         for path in solution_notebooks(root):  # made here, once, before grading threads start
             course.for_grading(path.name)
@@ -159,9 +153,9 @@ class ConfinementUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Confinement:
-    """How kernels run in this grading run: ``mode`` (CONFINED or TRUSTED) and in words, for reports."""
+    """How kernels run in this grading run: ``mode`` and in words, for reports."""
 
-    mode: str
+    mode: Mode
     how: str
 
 
@@ -183,13 +177,13 @@ def _cgroup_base() -> tuple[str, list[Path]] | None:
 
 @dataclass
 class Cgroup:
-    """One kernel's cgroup(s): all its processes together get MEMORY_BYTES and MAX_PROCESSES."""
+    """One kernel's cgroup(s): all its processes together get ``memory_bytes`` and ``max_processes``."""
 
     version: str
     dirs: list[Path]
 
     @classmethod
-    def make(cls, name: str) -> Cgroup | None:
+    def make(cls, name: str, limits: GradingLimits = LIMITS) -> Cgroup | None:
         base = _cgroup_base()
         if base is None:
             return None
@@ -199,15 +193,15 @@ class Cgroup:
             for folder in dirs:
                 folder.mkdir()
             if version == "v2":
-                (dirs[0] / "memory.max").write_text(str(MEMORY_BYTES))
+                (dirs[0] / "memory.max").write_text(str(limits.memory_bytes))
                 with contextlib.suppress(OSError):
                     (dirs[0] / "memory.swap.max").write_text("0")
-                (dirs[0] / "pids.max").write_text(str(MAX_PROCESSES))
+                (dirs[0] / "pids.max").write_text(str(limits.max_processes))
             else:
-                (dirs[0] / "memory.limit_in_bytes").write_text(str(MEMORY_BYTES))
+                (dirs[0] / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
                 with contextlib.suppress(OSError):
-                    (dirs[0] / "memory.memsw.limit_in_bytes").write_text(str(MEMORY_BYTES))
-                (dirs[1] / "pids.max").write_text(str(MAX_PROCESSES))
+                    (dirs[0] / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))
+                (dirs[1] / "pids.max").write_text(str(limits.max_processes))
         except OSError:
             cls(version, dirs).remove()
             return None
@@ -320,14 +314,14 @@ def tasks_of_user(uid: int) -> int:
     return count
 
 
-def _limits(cgroup: Cgroup | None, uid: int | None, mode: str) -> list[str]:
+def _limits(cgroup: Cgroup | None, uid: int | None, mode: Mode, limits: GradingLimits) -> list[str]:
     prlimit = shutil.which("prlimit") or "/usr/bin/prlimit"
-    args = [prlimit, f"--cpu={CPU_SECONDS}", f"--fsize={FILE_BYTES}", "--nofile=1024", "--core=0",
-            f"--as={MEMORY_BYTES}"]
+    args = [prlimit, f"--cpu={limits.cpu_seconds}", f"--fsize={limits.file_bytes}", "--nofile=1024", "--core=0",
+            f"--as={limits.memory_bytes}"]
     if cgroup is None and uid is not None:  # the kernel's own user: the count of its processes is the sandbox's
-        args.append(f"--nproc={MAX_PROCESSES}")
+        args.append(f"--nproc={limits.max_processes}")
     elif cgroup is None and mode == CONFINED and not _root():  # a normal user: a total over the real user
-        args.append(f"--nproc={tasks_of_user(os.getuid()) + MAX_PROCESSES}")
+        args.append(f"--nproc={tasks_of_user(os.getuid()) + limits.max_processes}")
     return [*args, "--"]
 
 
@@ -364,10 +358,10 @@ def no_user_namespaces() -> bytes:
         return f.read()
 
 
-def bwrap_command(stage: Path, uid: int | None, kernel_command: list[str]) -> list[str]:
+def bwrap_command(stage: Path, uid: int | None, kernel_command: list[str], limits: GradingLimits = LIMITS) -> list[str]:
     """bubblewrap around ``kernel_command``: namespaces, a read-only system, memory folders the only writable places.
 
-    ``stage`` is shown as a fresh memory folder of ``FOLDER_BYTES``, into which the
+    ``stage`` is shown as a fresh memory folder of ``folder_bytes``, into which the
     course copy, the matplotlib font list and the connection file are bound read-only:
     the kernel cannot write to the disk at all.
     """
@@ -385,8 +379,8 @@ def bwrap_command(stage: Path, uid: int | None, kernel_command: list[str]) -> li
     # The private memory folders first: an interpreter or virtual environment that lives under
     # /tmp (a CI checkout, a test's copy) is bound on top of the new /tmp, not hidden by it.
     args += ["--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
-             "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/dev/shm"]
+             "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
+             "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/dev/shm"]
     made: set[Path] = {Path("/tmp"), Path("/dev"), Path("/dev/shm")}
     for path in interpreter_paths():
         for parent in reversed(path.parents[:-1]):  # as root bubblewrap would make them 0700: unreachable
@@ -400,7 +394,7 @@ def bwrap_command(stage: Path, uid: int | None, kernel_command: list[str]) -> li
             args += ["--perms", "0755", "--dir", str(parent)]
             made.add(parent)
     # As root the memory folder is root's: world-writable, so that the kernel's user can work in it.
-    args += ["--perms", "1777", "--size", str(FOLDER_BYTES), "--tmpfs", str(stage)]
+    args += ["--perms", "1777", "--size", str(limits.folder_bytes), "--tmpfs", str(stage)]
     for sub, mode in (("home", "0777"), ("home/.matplotlib", "0777"), ("tmp", "1777")):
         args += ["--perms", mode, "--dir", str(stage / sub)]
     for font_list in sorted((stage / "home" / ".matplotlib").glob("fontlist-*.json")):
@@ -439,7 +433,7 @@ def _probe() -> str:
     return "bubblewrap could not start Python: " + ((proc.stderr.strip().splitlines() or ["failed"])[-1])
 
 
-def confinement(trusted: bool = False) -> Confinement:
+def confinement(trusted: bool = False, limits: GradingLimits = LIMITS) -> Confinement:
     """How kernels will run: in bubblewrap, or (only when asked for) trusted, with no confinement.
 
     Raises ConfinementUnavailable if bubblewrap does not work here and ``trusted`` is false.
@@ -454,19 +448,20 @@ def confinement(trusted: bool = False) -> Confinement:
                                      "unconfined (for your own notebooks only)")
     who = "a fresh unprivileged user" if _root() else "the grader's user in a user namespace"
     base = _cgroup_base()
-    limits = (f"a {base[0]} cgroup per kernel: {MEMORY_BYTES // 2**30} GiB of memory and {MAX_PROCESSES} "
-              "processes in all" if base else
-              f"no cgroup here: {MEMORY_BYTES // 2**30} GiB of memory in all (the grader's watchdog) and of "
+    bounds = (f"a {base[0]} cgroup per kernel: {limits.memory_bytes // 2**30} GiB of memory and "
+              f"{limits.max_processes} processes in all" if base else
+              f"no cgroup here: {limits.memory_bytes // 2**30} GiB of memory in all (the grader's watchdog) and of "
               "address space per process, "
-              + (f"{MAX_PROCESSES} processes (its own user)" if _root() else
-                 f"{MAX_PROCESSES} processes more than the user runs (a total)"))
+              + (f"{limits.max_processes} processes (its own user)" if _root() else
+                 f"{limits.max_processes} processes more than the user runs (a total)"))
     return Confinement(CONFINED, f"bubblewrap: no network, own pid/IPC/mount namespaces, read-only system and /, "
-                                 f"no user namespaces inside, as {who}; {limits}; writes only to memory folders "
-                                 f"of {WRITABLE_BYTES // 2**20} MiB in all (its folder {FOLDER_BYTES // 2**20} MiB, "
-                                 f"/tmp and /dev/shm {TMP_BYTES // 2**20} MiB each)")
+                                 f"no user namespaces inside, as {who}; {bounds}; writes only to memory folders "
+                                 f"of {limits.writable_bytes // 2**20} MiB in all (its folder "
+                                 f"{limits.folder_bytes // 2**20} MiB, /tmp and /dev/shm {limits.tmp_bytes // 2**20} "
+                                 "MiB each)")
 
 
-def container_confinement(hidden: list[Path]) -> Confinement:
+def container_confinement(hidden: list[Path], limits: GradingLimits = LIMITS) -> Confinement:
     """Kernels as a fresh unprivileged user, without bubblewrap: for a container made for one submission.
 
     Needs root (to change users). Each folder in ``hidden`` becomes root's alone (mode
@@ -494,11 +489,12 @@ def container_confinement(hidden: list[Path]) -> Confinement:
                                      + (f"it could read {proc.stdout.strip()}" if proc.returncode == 0 else
                                         (proc.stderr.strip().splitlines() or ["failed"])[-1]))
     base = _cgroup_base()
-    limits = (f"a {base[0]} cgroup per kernel: {MEMORY_BYTES // 2**30} GiB of memory and {MAX_PROCESSES} processes"
-              if base else f"{MEMORY_BYTES // 2**30} GiB of memory in all (the grader's watchdog), "
-                           f"{MAX_PROCESSES} processes")
+    bounds = (f"a {base[0]} cgroup per kernel: {limits.memory_bytes // 2**30} GiB of memory and "
+              f"{limits.max_processes} processes" if base else
+              f"{limits.memory_bytes // 2**30} GiB of memory in all (the grader's watchdog), "
+              f"{limits.max_processes} processes")
     return Confinement(CONTAINER, f"as a fresh unprivileged user, who cannot read the grader's files "
-                                  f"({', '.join(map(str, hidden))}); {limits}")
+                                  f"({', '.join(map(str, hidden))}); {bounds}")
 
 
 _used_uids: set[int] = set()
@@ -522,17 +518,18 @@ def fresh_uid() -> int:
 class Sandbox:
     """One kernel's folder, its user (as root) and its cgroup; ``command`` wraps a kernel command."""
 
-    mode: str
+    mode: Mode
     stage: Path
     uid: int | None
     cgroup: Cgroup | None = None
+    limits: GradingLimits = LIMITS
 
     @property
     def workdir(self) -> Path:
         return self.stage
 
     @classmethod
-    def create(cls, mode: str, course: CourseFiles) -> Sandbox:
+    def create(cls, mode: Mode, course: CourseFiles, limits: GradingLimits = LIMITS) -> Sandbox:
         stage = Path(tempfile.mkdtemp(prefix="prenorm-kernel-"))
         os.chmod(stage, 0o700)
         course.write(stage / "course")
@@ -540,9 +537,9 @@ class Sandbox:
             (stage / sub).mkdir(parents=True, exist_ok=True)
         _seed_font_cache(stage / "home" / ".matplotlib")
         confined_root = mode in (CONFINED, CONTAINER) and _root()
-        sandbox = cls(mode, stage, fresh_uid() if confined_root else None)
+        sandbox = cls(Mode(mode), stage, fresh_uid() if confined_root else None, limits=limits)
         if confined_root:
-            sandbox.cgroup = Cgroup.make(f"prenorm-{stage.name}")
+            sandbox.cgroup = Cgroup.make(f"prenorm-{stage.name}", limits)
         sandbox.own()
         return sandbox
 
@@ -556,7 +553,7 @@ class Sandbox:
                 os.lchown(os.path.join(folder, name), self.uid, self.uid)
 
     def command(self, kernel_command: list[str]) -> list[str]:
-        limits = _limits(self.cgroup, self.uid, self.mode)
+        limits = _limits(self.cgroup, self.uid, self.mode, self.limits)
         if self.mode == TRUSTED:
             return [*limits, *kernel_command]
         if self.mode == CONTAINER:
@@ -565,7 +562,7 @@ class Sandbox:
         seccomp.write_bytes(no_user_namespaces())
         opened = f'f=$1 i=$2; shift 2; exec "$@" {SECCOMP_FD}<"$f" {INFO_FD}>"$i"'
         command = [*limits, "/bin/sh", "-c", opened, "sh", str(seccomp), str(self.stage / INFO_FILE),
-                   *bwrap_command(self.stage, self.uid, kernel_command)]
+                   *bwrap_command(self.stage, self.uid, kernel_command, self.limits)]
         return self._in_cgroup(command)
 
     def _in_cgroup(self, command: list[str]) -> list[str]:

@@ -3,31 +3,30 @@
 In ``check`` and ``grade`` the learner's kernel imports a copy of the library (see
 :mod:`sandbox`). For each course notebook, ``WITHHELD`` names the library's
 implementations of what its exercises ask for, and every helper that computes the same
-thing; in the kernel's copy each of them is replaced, in its source file, by a stub that
-raises ``ImportError`` saying it is withheld while grading. Importing it under another
-name, loading its file again (``spec_from_file_location``), ``exec`` of the file's text
-or subclassing it finds only the stub: nothing in the kernel computes the answer. The
-checkers compute their references in the grader, from the complete library.
+thing -- derived from the exercises' records (:mod:`prenorm_lib.checks.catalogue`, each
+exercise's ``answers`` and ``also_withheld``), never listed here. In the kernel's copy each of
+them is replaced, in its source file, by a stub that raises ``ImportError`` saying it is
+withheld while grading. Importing it under another name, loading its file again
+(``spec_from_file_location``), ``exec`` of the file's text or subclassing it finds only the
+stub: nothing in the kernel computes the answer. The checkers compute their references in
+the grader, from the complete library.
 
-The checkers (``prenorm_lib/checks``) hold reference copies of the answers, so in a
-graded kernel each checker module keeps only its probes -- the functions a checker runs
-where the learner's object lives (``probe(obj, function, ...)``: give a module the
-checker's weights, count calls) -- with the imports and the definitions they use
-(``probes_only``); ``core`` (comparisons, the kernel-side facts) is kept whole: it holds
-no answer. The inline run of a notebook (self-study, ``verify``'s unfilled run) keeps
-the complete library. A cell outside the exercises that uses a withheld piece fails in the graded run
-only; ``check`` does not count that cell, nor the unedited cells after it, against the
-learner (they may need its results), and says so in a note.
+The checker modules hold reference copies of the answers, so a graded kernel has none of
+them: each file of ``prenorm_lib/checks`` other than ``KERNEL_SIDE`` -- the protocol the
+grader speaks to the kernel (``agent``, ``wire``, ``remote``), the probes it runs there
+(``probes``) and ``core`` (comparisons, no answer) -- is replaced whole by a module that says
+so (``CHECKER_STUB``): a check cell's ``from prenorm_lib.checks import rmsnorm as check`` still
+runs, and using a checker there says the checks run in the grader. The inline run of a
+notebook (self-study, ``verify``'s unfilled run) keeps the complete library. A cell outside
+the exercises that uses a withheld piece fails in the graded run only; ``check`` does not
+count that cell, nor the unedited cells after it, against the learner (they may need its
+results), and says so in a note.
 
-**Adding a notebook** (e.g. 06, "Your Transformer"): add one entry to ``WITHHELD``, the
-notebook's file name mapped to ``"module:name"`` strings -- a function or class of a
-``prenorm_lib`` module (``"prenorm_lib.layers:Linear"``) or a method
-(``"prenorm_lib.block:TransformerBlock.pre_norm_forward"``). A name that is not defined
-in that module is an error when the kernel's copy is made (``withheld_files``), so a
-renamed implementation cannot silently come back. What stays a lint: torch's own
-implementation of an answer (``F.rms_norm``, fused attention, ``aten`` ops) is part of
-torch, which the kernel needs; the checkers' refusal of such calls reads the learner's
-source.
+A name that is not defined in its module is an error when the kernel's copy is made
+(``withheld_files``), so a renamed implementation cannot silently come back. What stays a
+lint: torch's own implementation of an answer (``F.rms_norm``, fused attention, ``aten``
+ops) is part of torch, which the kernel needs; the checkers' refusal of such calls reads
+the learner's source.
 """
 
 from __future__ import annotations
@@ -36,80 +35,26 @@ import ast
 import threading
 from collections.abc import Iterable, Mapping
 
+from prenorm_lib.checks.catalogue import EXERCISES, ExerciseRecord
+
 MARKER = "withheld while grading"
 # Python 3.11's ast.parse is not safe in two threads at once ("AST constructor recursion depth mismatch",
 # cpython issue 106905), and grade checks two notebooks at a time: the copies are made one at a time.
 _PARSING = threading.Lock()
 
-# RoPE's table of angles p·Θ^(−2k/d_k) and every helper that returns it: 3.1's answer, and 6.4's buffers
-_ROPE_TABLE = (
-    "prenorm_lib.functional:rope_angles",  # the table itself
-    "prenorm_lib.lab.figures.rope:wavelengths",  # 2π/θ_k: the table's speeds, one division away
-    "prenorm_lib.positions:sinusoidal_encoding",  # sin and cos of the same table, interleaved
-    "prenorm_lib.rope:complex_rotations",  # cos + i·sin of the same table
-)
 
-WITHHELD: dict[str, tuple[str, ...]] = {
-    # 1.2's forward calls the learner's own kernel (``my_rms_norm``, 1.1), so both answers go; everything else
-    # in the library that normalises (figures, timing, the block, the model) calls one of these.
-    "01_rmsnorm.ipynb": (
-        "prenorm_lib.functional:rms_norm",  # 1.1
-        "prenorm_lib.functional:prms_norm",  # RMSNorm over the first p of the channels: with p = 1, 1.1's answer
-        "prenorm_lib.norm:RMSNorm",  # 1.2
-        "prenorm_lib.functional:layer_norm",  # LayerNorm of [x, −x] (mean 0) is RMSNorm of x: 1.1's answer in one line
-    ),
-    "02_swiglu_silu_relu.ipynb": (
-        "prenorm_lib.functional:silu",  # 2.1
-        "prenorm_lib.lab.figures.ffn:swish",  # x·sigmoid(βx): with β = 1, 2.1's answer
-        "prenorm_lib.functional:swiglu",  # 2.2, and the kernel of every gated FFN (SwiGLU with its activation)
-        "prenorm_lib.functional:gated_ffn",
-        "prenorm_lib.ffn:GatedFeedForward",  # the base of SwiGLU, GEGLU, ReGLU, Bilinear: computes SwiGLU with SiLU
-        "prenorm_lib.ffn:SwiGLU",
-        "prenorm_lib.ffn:swiglu_hidden_dim",  # 2.3
-        "prenorm_lib.ffn:default_hidden_dim",  # swiglu_hidden_dim for a gated kind
-    ),
-    # 3.1's table, every helper that returns it or its speeds θ_k, and 3.2 with the layer. What only calls
-    # these (``SinusoidalPositions``, the clock figures, ``extend_context``) fails on its own. Kept:
-    # ``lab.figures.rope.long_term_decay``: its θ_i stay inside, it returns only RoFormer's bound.
-    "03_rope.ipynb": (
-        *_ROPE_TABLE,  # 3.1
-        "prenorm_lib.functional:apply_rope",  # 3.2
-        "prenorm_lib.rope:RotaryPositionalEmbedding",  # 3.1 and 3.2 together
-        "prenorm_lib.rope:rotation_matrix",  # the same rotation, as a matrix
-        "prenorm_lib.rope:rotate_complex",  # the same rotation, as complex numbers
-    ),
-    "04_attention.ipynb": (
-        "prenorm_lib.functional:softmax",  # 4.1
-        "prenorm_lib.functional:scaled_dot_product_attention",  # 4.3
-        "prenorm_lib.attention:MultiHeadSelfAttention",  # 4.4; a block or a model builds one, so they fail too
-    ),
-    "06_your_transformer.ipynb": (
-        "prenorm_lib.layers:Linear",  # 6.1
-        "prenorm_lib.layers:Embedding",  # 6.2
-        "prenorm_lib.ffn:GatedFeedForward",  # 6.3: the base of SwiGLU, which computes it
-        "prenorm_lib.ffn:SwiGLU",
-        "prenorm_lib.functional:swiglu",
-        "prenorm_lib.functional:gated_ffn",
-        "prenorm_lib.rope:RotaryPositionalEmbedding",  # 6.4
-        "prenorm_lib.functional:apply_rope",
-        "prenorm_lib.rope:rotation_matrix",
-        "prenorm_lib.rope:rotate_complex",
-        *_ROPE_TABLE,  # 6.4's cos/sin buffers
-        "prenorm_lib.attention:MultiHeadSelfAttention",  # 6.5
-        "prenorm_lib.functional:scaled_dot_product_attention",
-        "prenorm_lib.block:TransformerBlock",  # 6.6
-        "prenorm_lib.model:TransformerLM",  # 6.7; the library's side of the training comparison fails with it
-    ),
-    # 5.3's checker reads its runs from the experiment record, in the grader: nothing graded trains a block in
-    # the kernel. The unnormalised, reordered and ReZero passes stay: they add the residuals to whatever the
-    # branches return, so pre- or post-norm through them needs the norms placed by the learner's own code.
-    "05_prenorm_vs_postnorm.ipynb": (
-        "prenorm_lib.block:TransformerBlock.pre_norm_forward",  # 5.1
-        "prenorm_lib.block:TransformerBlock.post_norm_forward",  # 5.2
-        "prenorm_lib.block:TransformerBlock.sandwich_forward",  # pre-norm, given identities as its output norms
-        "prenorm_lib.block:TransformerBlock.deepnorm_forward",  # post-norm, given deepnorm_alpha = 1
-    ),
-}
+def derive_withheld(records: Iterable[ExerciseRecord]) -> dict[str, tuple[str, ...]]:
+    """Per notebook, the pieces its exercises withhold, each once; a method of a withheld class goes with it."""
+    found: dict[str, list[str]] = {}
+    for record in records:
+        pieces = found.setdefault(record.notebook, [])
+        pieces += [piece for piece in record.withheld if piece not in pieces]
+    return {notebook: tuple(piece for piece in pieces
+                            if not any(piece.startswith(other + ".") for other in pieces))
+            for notebook, pieces in found.items() if pieces}
+
+
+WITHHELD: dict[str, tuple[str, ...]] = derive_withheld(EXERCISES.values())
 
 
 def withheld_for(notebook: str) -> tuple[str, ...]:
@@ -185,7 +130,7 @@ def withheld_source(source: str, module: str, names: Iterable[str], notebook: st
     for name in names:
         node = _find(tree, name.split("."))
         if node is None:
-            raise ValueError(f"withheld: {module} defines no {name!r} (WITHHELD[{notebook!r}] names it)")
+            raise ValueError(f"withheld: {module} defines no {name!r} (an exercise record of {notebook} names it)")
         start = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
         stub = _stub(node, tree, f"{module}.{name}", notebook)
         spans.append((start, node.end_lineno, stub))
@@ -195,57 +140,27 @@ def withheld_source(source: str, module: str, names: Iterable[str], notebook: st
 
 
 CHECKS = "prenorm_lib/checks/"
-CHECKS_KEPT_WHOLE = ("__init__.py", "core.py")
+KERNEL_SIDE = ("__init__.py", "core.py", "probes.py", "agent.py", "wire.py", "remote.py")
+CHECKER_STUB = '''"""A checker module in a graded kernel: its checks run in the grader, where the answers are."""
 
 
-def _top_names(node: ast.stmt) -> list[str]:
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return [node.name]
-    if isinstance(node, ast.Assign | ast.AnnAssign):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
-    return []
-
-
-def probes_only(source: str) -> str:
-    """A checker module's ``source`` reduced to its imports and its probes with what they use, nothing else.
-
-    A probe is the second argument of a ``probe(anchor, function, ...)`` call in the module.
-    """
-    tree = ast.parse(source)
-    defined = {name: node for node in tree.body for name in _top_names(node)}
-    wanted = [call.args[1].id for call in ast.walk(tree) if isinstance(call, ast.Call)
-              and isinstance(call.func, ast.Name) and call.func.id == "probe" and len(call.args) > 1
-              and isinstance(call.args[1], ast.Name)]
-    kept: set[int] = set()
-    while wanted:
-        node = defined.get(wanted.pop())
-        if node is None or id(node) in kept:
-            continue
-        kept.add(id(node))
-        wanted += [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in defined]
-    lines = source.splitlines()
-    out = []
-    for node in tree.body:
-        if isinstance(node, ast.Import | ast.ImportFrom) or id(node) in kept:
-            start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
-            out += [*lines[start:node.end_lineno], ""]
-    header = '"""A checker module in a graded kernel: only its probes (the checks and references run in the grader)."""'
-    return "\n".join([header, "", *out])
+def __getattr__(name):
+    raise AttributeError(f"{__name__}.{name}: the checks run in the grader, not in a graded kernel")
+'''
 
 
 def withheld_files(files: Mapping[str, bytes], notebook: str) -> dict[str, bytes]:
     """The kernel's files for ``notebook``: ``files`` with the withheld definitions stubbed out of their modules.
 
-    And every checker module reduced to its probes (``probes_only``).
+    And every checker module (all of ``prenorm_lib/checks`` but ``KERNEL_SIDE``) replaced by ``CHECKER_STUB``.
     """
     with _PARSING:
         return _withheld_files(files, notebook)
 
 
 def _withheld_files(files: Mapping[str, bytes], notebook: str) -> dict[str, bytes]:
-    changed = {path: probes_only(data.decode("utf-8")).encode()
-               if path.startswith(CHECKS) and path.endswith(".py") and path[len(CHECKS):] not in CHECKS_KEPT_WHOLE
+    changed = {path: CHECKER_STUB.encode()
+               if path.startswith(CHECKS) and path.endswith(".py") and path[len(CHECKS):] not in KERNEL_SIDE
                else data for path, data in files.items()}
     by_module: dict[str, list[str]] = {}
     for entry in withheld_for(notebook):
@@ -254,6 +169,6 @@ def _withheld_files(files: Mapping[str, bytes], notebook: str) -> dict[str, byte
     for module, names in by_module.items():
         relative = module.replace(".", "/") + ".py"
         if relative not in files:
-            raise ValueError(f"withheld: no module {module} in the library (WITHHELD[{notebook!r}] names it)")
+            raise ValueError(f"withheld: no module {module} in the library (an exercise record of {notebook} names it)")
         changed[relative] = withheld_source(files[relative].decode("utf-8"), module, names, notebook).encode()
     return changed

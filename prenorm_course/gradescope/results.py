@@ -39,12 +39,13 @@ from prenorm_course.exercises.sandbox import (
     Confinement,
     ConfinementUnavailable,
     CourseFiles,
+    Mode,
     confinement,
     container_confinement,
 )
 from prenorm_course.gradescope.autograder_zip import CONFIG_NAME
 
-BUBBLEWRAP, CONTAINER = "bubblewrap", "container"
+BUBBLEWRAP, CONTAINER = Mode.CONFINED, Mode.CONTAINER
 CONTAINER_HOW = ("in Gradescope's container only, NOT in bubblewrap (it could not start here): the container, "
                  "made for this submission alone, is the confinement; inside it the code ran ")
 

@@ -18,16 +18,14 @@ the mistake rather than just saying "wrong".
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
-from torch import nn
 
 from prenorm_lib import functional
+from prenorm_lib.checks.catalogue import EXERCISES
 from prenorm_lib.checks.core import (
-    MODULE_CLASS,
     Hint,
     call_learner,
     dense_tensor,
@@ -46,6 +44,7 @@ from prenorm_lib.checks.core import (
     refuse_library_calls,
     refuse_library_object,
 )
+from prenorm_lib.checks.probes import MODULE_CLASS, load_projections
 
 __all__ = ["attention", "causal_self_attention", "score_spread", "stable_softmax"]
 
@@ -148,15 +147,6 @@ SOFTMAX_KEEPDIM_HINT = ("the max or the sum along dim dropped that dimension, so
                         "a reduction that keeps it (keepdim) broadcasts back along dim")
 
 
-_LIBRARY_SOFTMAX = frozenset({"prenorm_lib.functional.softmax", "torch._VariableFunctionsClass.softmax",
-                              "torch.nn.functional.softmax", "torch.softmax"})
-_SOFTMAX_CALLS = re.compile(r"\.\s*(?:log_)?softmax\s*\(|(?<!def )(?<![\w.])(?:log_)?softmax\s*\("
-                            r"|(?<!class )\b(?:Log)?Softmax\s*\("  # nn.Softmax(dim)(x), from-imported too
-                            r"|\b_?softmin\s*\(|\bSoftmin\s*\(|\b_(?:log_)?softmax\b")  # softmin(−x), torch._softmax
-SOFTMAX_TASK = ("this exercise asks you to write the softmax yourself from torch.exp, amax and sum; "
-                "compare with torch.softmax afterwards")
-
-
 def _call_softmax(fn: Callable, x: torch.Tensor, dim: int, name: str) -> Any:
     """The learner's softmax on one case; a broadcasting error gets the dropped-dimension explanation."""
     try:
@@ -171,7 +161,7 @@ def _call_softmax(fn: Callable, x: torch.Tensor, dim: int, name: str) -> Any:
 @exercise(SOFTMAX)
 def stable_softmax(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
     """Exercise 4.1: ``fn(x, dim)`` is softmax along ``dim``, finite for large inputs, in x's dtype."""
-    refuse_library_object(SOFTMAX, fn, _LIBRARY_SOFTMAX, SOFTMAX_TASK)
+    refuse_library_object(SOFTMAX, fn, EXERCISES[SOFTMAX].refuses, EXERCISES[SOFTMAX].task)
     for name, x, dim in _softmax_cases():
         want = torch.softmax(x.double(), dim=dim).to(x.dtype)  # before the learner's call, which gets a copy of x
         got = _call_softmax(fn, x, dim, name)
@@ -197,7 +187,7 @@ def stable_softmax(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
             shape_hint=f"softmax keeps x's shape [case: {name}]: use keepdim=True in amax and sum so they broadcast",
             dtype_hint=f"return x's dtype [case: {name}]",
         )
-    refuse_library_calls(SOFTMAX, fn, _SOFTMAX_CALLS, SOFTMAX_TASK)
+    refuse_library_calls(SOFTMAX, fn, EXERCISES[SOFTMAX].refused_calls, EXERCISES[SOFTMAX].task)
     passed(SOFTMAX, "softmax matches torch.softmax on 7 cases (any dim, a −inf entry, rows of logits near −1000 "
            "and near +1000, float16 and float64)")
 
@@ -293,18 +283,10 @@ def _sdpa_cases() -> list[tuple[str, tuple]]:
     ]
 
 
-_LIBRARY_SDPA = frozenset({"prenorm_lib.functional.scaled_dot_product_attention",
-                           "torch._C._nn.scaled_dot_product_attention"})
-_SDPA_CALLS = re.compile(r"(?<!def )\bscaled_dot_product_attention\b|\bMultiheadAttention\s*\("
-                         r"|\b_scaled_dot_product\w*|\bmulti_head_attention_forward\b")
-SDPA_TASK = ("this exercise asks you to write attention yourself — scores, mask, your softmax, weighted sum; "
-             "compare with torch.nn.functional.scaled_dot_product_attention afterwards")
-
-
 @exercise(SDPA)
 def attention(fn: Callable) -> None:
     """Exercise 4.3: ``fn(Q, K, V, mask=None)`` is softmax(Q Kᵀ/√d_k) V with a boolean mask (True = attend)."""
-    refuse_library_object(SDPA, fn, _LIBRARY_SDPA, SDPA_TASK)
+    refuse_library_object(SDPA, fn, EXERCISES[SDPA].refuses, EXERCISES[SDPA].task)
     for name, (Q, K, V, mask) in _sdpa_cases():
         want = _sdpa(Q, K, V, mask).to(Q.dtype)  # before the learner's call, which gets copies
         got = call_learner(SDPA, fn, Q, K, V, mask, arg_names=("Q", "K", "V", "mask"))
@@ -324,7 +306,7 @@ def attention(fn: Callable) -> None:
                        "with K.transpose(-2, -1), not K.T",
             dtype_hint=f"return Q's dtype [case: {name}]",
         )
-    refuse_library_calls(SDPA, fn, _SDPA_CALLS, SDPA_TASK)
+    refuse_library_calls(SDPA, fn, EXERCISES[SDPA].refused_calls, EXERCISES[SDPA].task)
     passed(SDPA, "attention matches softmax(Q Kᵀ/√d_k) V on 3 cases (no mask, the causal mask over heads, a random "
            "mask with n_queries ≠ n_keys)")
 
@@ -448,22 +430,6 @@ def _module_facts(module: Any) -> dict:
     return facts
 
 
-def _load_projections(module: nn.Module, weights: dict[str, torch.Tensor]) -> None:
-    """Give a learner's module the checker's projection weights (a probe)."""
-    with torch.no_grad():
-        for name, value in weights.items():
-            getattr(module, name).weight.copy_(value)
-
-
-_LIBRARY_MHSA = frozenset({"prenorm_lib.attention.MultiHeadSelfAttention",
-                           "torch.nn.modules.activation.MultiheadAttention",
-                           "prenorm_lib.block.TransformerBlock"})
-_MHSA_CALLS = re.compile(r"\bMultiHeadSelfAttention\s*\(|\bMultiheadAttention\s*\(|\bTransformerBlock\s*\("
-                         r"|(?<!def )\bscaled_dot_product_attention\s*\(|\bis_causal\b")
-MHSA_TASK = ("this exercise asks you to assemble the layer yourself from the projections, RoPE and your "
-             "attention function; compare with prenorm_lib.attention.MultiHeadSelfAttention afterwards")
-
-
 def _mhsa_cases(layer: Layer, gen: torch.Generator) -> list[tuple[str, torch.Tensor, torch.Tensor | None]]:
     """Two inputs for ``layer``: default positions over 6 … max_seq_len tokens, and five increasing
     token_positions that are not consecutive (RoPE's scores see only differences, so a shift of 0 … 4
@@ -512,7 +478,7 @@ def causal_self_attention(cls: type) -> None:
     values, not from the facts the learner's kernel reports: the layer takes one gradient
     step and must then match the reference with the weights moved by that step.
     """
-    refuse_library_object(MHSA, cls, _LIBRARY_MHSA, MHSA_TASK)
+    refuse_library_object(MHSA, cls, EXERCISES[MHSA].refuses, EXERCISES[MHSA].task)
     gen = fresh_generator()
     layer = _layer(gen)
     d = layer.d_model
@@ -529,7 +495,7 @@ def causal_self_attention(cls: type) -> None:
     expect(MHSA, facts["n_params"] == 4 * d**2, f"the module has {facts['n_params']} parameters, expected "
            f"4·d_model² = {4 * d**2} {built}: four bias-free (d_model, d_model) projections and nothing else")
     weights = {name: torch.randn(d, d, generator=gen) / math.sqrt(d) for name in PROJECTIONS}
-    probe(cls, _load_projections, module, weights)
+    probe(cls, load_projections, module, weights)
     for name, x, positions in _mhsa_cases(layer, gen):
         name = f"{name}, {layer.num_heads} heads, rope_theta={layer.rope_theta:g}, max_seq_len={layer.max_seq_len}"
         args = (x,) if positions is None else (x, positions)
@@ -552,7 +518,7 @@ def causal_self_attention(cls: type) -> None:
     x = torch.randn(2, int(torch.randint(6, layer.max_seq_len + 1, (), generator=gen)), d, generator=gen)
     expect_trains(MHSA, cls, module, lambda x, **w: _mhsa(x, w, torch.arange(x.shape[-2]), layer).to(x.dtype),
                   weights, x, TRAINS_HINT, lr=TRAINS_LR)
-    refuse_library_calls(MHSA, cls, _MHSA_CALLS, MHSA_TASK)
+    refuse_library_calls(MHSA, cls, EXERCISES[MHSA].refused_calls, EXERCISES[MHSA].task)
     passed(MHSA, "causal multi-head attention with RoPE matches for drawn heads, widths, contexts and rope_theta, "
            "with default and given positions; q_proj, k_proj, v_proj, output_proj are (d_model, d_model) and "
            "bias-free")

@@ -18,13 +18,13 @@ output and a match names the mistake.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import torch
 
 from prenorm_lib.block import NORM_PLACEMENTS, TransformerBlock
+from prenorm_lib.checks.catalogue import EXERCISES
 from prenorm_lib.checks.core import (
     Hint,
     call_learner,
@@ -39,6 +39,8 @@ from prenorm_lib.checks.core import (
     refuse_library_calls,
     refuse_library_object,
 )
+from prenorm_lib.checks.probes import BLOCK_PARTS as PARTS
+from prenorm_lib.checks.probes import call_counts, counted_parts
 from prenorm_lib.lab import experiments
 from prenorm_lib.lab.experiments import warmup_grid
 from prenorm_lib.lab.train import OUTCOMES
@@ -66,23 +68,6 @@ def _sizes(gen: torch.Generator) -> Sizes:
 Variant = Callable[..., torch.Tensor]  # (x, ln1, attn, ln2, ffn) -> y
 
 
-class _Counted:
-    """A submodule that counts its calls, so a hint can say "ln2 was never called"."""
-
-    def __init__(self, name: str, module: torch.nn.Module):
-        self.name, self.module, self.calls = name, module, 0
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls += 1
-        return self.module(*args, **kwargs)
-
-    def __getattr__(self, attr: str) -> Any:  # weight, d_model, ... of the wrapped module
-        return getattr(self.module, attr)
-
-
-PARTS = ("ln1", "attn", "ln2", "ffn")
-
-
 def _test_block(sizes: Sizes | None = None) -> TransformerBlock:
     """A small block, drawn afresh (its sizes too, unless given), whose two norms have different gains."""
     gen = fresh_generator()
@@ -96,22 +81,10 @@ def _test_block(sizes: Sizes | None = None) -> TransformerBlock:
     return block.eval()
 
 
-def _counted_parts(sizes: list[int], state: dict[str, torch.Tensor]) -> tuple[_Counted, ...]:
-    """The four submodules of a test block of these sizes and weights, each counting its calls (a probe)."""
-    block = TransformerBlock(*sizes, MAX_SEQ_LEN, norm="pre")
-    block.load_state_dict(state)
-    return tuple(_Counted(name, getattr(block.eval(), name)) for name in PARTS)
-
-
-def _call_counts(*parts: _Counted) -> list[int]:
-    """How often each counted submodule was called (a probe)."""
-    return [part.calls for part in parts]
-
-
 def _parts_for(fn: Callable, block: TransformerBlock) -> tuple:
     """The block's submodules, counting their calls, where the learner's function lives."""
     sizes = [block.ln1.weight.shape[0], block.attn.num_heads, block.ffn.w1.weight.shape[0]]
-    return tuple(probe(fn, _counted_parts, sizes, dict(block.state_dict())))
+    return tuple(probe(fn, counted_parts, sizes, dict(block.state_dict()), MAX_SEQ_LEN))
 
 
 def _cases(d_model: int) -> dict[str, torch.Tensor]:
@@ -159,17 +132,12 @@ def _check_block(
                 for variant, hint in variants.values():
                     if _matches(got, variant(x, *parts)):
                         raise Hint(ex, hint)
-            calls = probe(fn, _call_counts, *counted)
+            calls = probe(fn, call_counts, *counted)
             never = [name for name, n in zip(PARTS, calls, strict=True) if n == 0]
             detail = f" ({', '.join(never)} {'was' if len(never) == 1 else 'were'} never called)" if never else ""
             expect_close(ex, got, want, f"the output differs from {formula} for {label}{detail}",
                          shape_hint="a block maps (..., T, d_model) to the same shape.",
                          dtype_hint="keep the input's dtype: add tensors, don't convert them.")
-
-
-BLOCK_CONSTRUCTION = r"|\bTransformerBlock\s*\("
-BLOCK_TASK = ("this exercise asks you to write the forward pass yourself from ln1, attn, ln2 and ffn; compare "
-              "with the library's method afterwards")
 
 
 # ---------------------------------------------------------------------------------------
@@ -256,11 +224,11 @@ PRE_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
 @exercise("5.1")
 def pre_norm_forward(fn: Callable) -> None:
     """Exercise 5.1: check ``fn(x, ln1, attn, ln2, ffn)`` is the pre-norm block."""
-    refuse_library_object("5.1", fn, {"prenorm_lib.block.TransformerBlock.pre_norm_forward"}, BLOCK_TASK)
+    refuse_library_object("5.1", fn, EXERCISES["5.1"].refuses, EXERCISES["5.1"].task)
     _check_block("5.1", fn, _pre, PRE_NORM_MISTAKES,
                  "the pre-norm block (each branch reads a normalised copy of the stream, whose sums stay "
                  "unnormalised)")
-    refuse_library_calls("5.1", fn, re.compile(r"\bpre_norm_forward\b" + BLOCK_CONSTRUCTION), BLOCK_TASK)
+    refuse_library_calls("5.1", fn, EXERCISES["5.1"].refused_calls, EXERCISES["5.1"].task)
     passed("5.1", "pre-norm block matches TransformerBlock.pre_norm_forward on 4 shapes × 2 seeds")
 
 
@@ -326,10 +294,10 @@ _POST_NORM_MISTAKES: dict[str, tuple[Variant, str]] = {
 @exercise("5.2")
 def post_norm_forward(fn: Callable) -> None:
     """Exercise 5.2: check ``fn(x, ln1, attn, ln2, ffn)`` is the post-norm block."""
-    refuse_library_object("5.2", fn, {"prenorm_lib.block.TransformerBlock.post_norm_forward"}, BLOCK_TASK)
+    refuse_library_object("5.2", fn, EXERCISES["5.2"].refuses, EXERCISES["5.2"].task)
     _check_block("5.2", fn, _post, _POST_NORM_MISTAKES,
                  "the post-norm block (each branch reads the stream as it is, and each residual sum is normalised)")
-    refuse_library_calls("5.2", fn, re.compile(r"\bpost_norm_forward\b" + BLOCK_CONSTRUCTION), BLOCK_TASK)
+    refuse_library_calls("5.2", fn, EXERCISES["5.2"].refused_calls, EXERCISES["5.2"].task)
     passed("5.2", "post-norm block matches TransformerBlock.post_norm_forward on 4 shapes × 2 seeds")
 
 

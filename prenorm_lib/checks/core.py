@@ -7,7 +7,7 @@ their own code. The same checker runs in two places:
   object, and the check cell prints one line;
 * in the grader (``python -m prenorm_course.exercises check/grade``): the learner's
   function stays in the learner's kernel and arrives here as a
-  :class:`~prenorm_course.exercises.remote.RemoteObject`; calling it returns plain data.
+  :class:`~prenorm_lib.checks.remote.RemoteObject`; calling it returns plain data.
   The verdict is computed here, from data, by comparing with references computed here.
 
 So a checker only calls the learner's objects (``call_learner``, which hands them copies
@@ -35,21 +35,19 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import difflib
 import functools
-import inspect
 import io
 import math
 import re
 import secrets
-import sys
 import tokenize
-import traceback
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
+
+from prenorm_lib.checks import probes
+from prenorm_lib.checks.remote import KernelProblem, LearnerError, RemoteObject
 
 __all__ = [
     "Hint", "NotDone", "call_learner", "dense_tensor", "describe", "exercise", "expect", "expect_choice",
@@ -112,8 +110,7 @@ def collecting_passes(sink: Callable[[str], None]) -> Iterator[None]:
 
 def is_remote(obj: Any) -> bool:
     """True for an object that lives in the learner's kernel (the grader's view of it)."""
-    remote = sys.modules.get("prenorm_course.exercises.remote")
-    return remote is not None and isinstance(obj, remote.RemoteObject)
+    return isinstance(obj, RemoteObject)
 
 
 def describe(obj: Any) -> str:
@@ -130,55 +127,22 @@ def is_callable(obj: Any) -> bool:
 def probe(anchor: Any, function: Callable[..., Any], *args: Any) -> Any:
     """``function(*args)`` where ``anchor`` lives: in this process, or in the learner's kernel.
 
-    ``function`` must be a module-level function of ``prenorm_lib.checks`` that returns
-    plain data (or objects, which come back as handles).
+    ``function`` must be one of :mod:`prenorm_lib.checks.probes` (named in its ``__all__``),
+    which return plain data (or objects, which come back as handles); the kernel's agent
+    finds it there by name.
     """
+    name = getattr(function, "__name__", "")
+    if name not in probes.__all__ or getattr(probes, name) is not function:
+        raise ValueError(f"{name or function!r} is not a probe of prenorm_lib.checks.probes")
     if is_remote(anchor):
-        return anchor.learner.probe(f"{function.__module__}:{function.__qualname__}", args)
+        return anchor.learner.probe(name, args)
     return function(*args)
-
-
-MODULE_CLASS = "torch.nn.modules.module.Module"
-PARAMETER_CLASS = "torch.nn.parameter.Parameter"
-TENSOR_CLASS = "torch.Tensor"
-
-
-def _class_names(obj: Any) -> list[str]:
-    """The qualified names of ``obj``'s type and its bases (``object`` left out)."""
-    return [_qualified(c) for c in type(obj).__mro__ if c is not object]
-
-
-def facts_of(obj: Any, attributes: Iterable[str] = ()) -> dict:
-    """Plain facts about a learner's object, gathered where it lives; every decision is the caller's.
-
-    In the grader this runs in the learner's kernel (the agent's ``facts`` request) and
-    arrives as data: type names as strings, parameter names and shapes, each requested
-    attribute's type names and, for a tensor, a copy of it (its bytes, shape, dtype,
-    device). Whether that makes a Module, a Parameter of ones, the right shape or the
-    library's own object is decided from these strings and bytes by the checker, in the
-    grader's process, with nothing the learner's code can patch there.
-    """
-    facts: dict[str, Any] = {"types": _class_names(obj), "origin": library_origin(obj), "attributes": {},
-                             "parameters": None}
-    for name in attributes:
-        value = obj
-        for part in str(name).split("."):
-            value = getattr(value, part, None) if value is not None else None
-        if value is None:
-            facts["attributes"][name] = None
-            continue
-        types = _class_names(value)
-        tensor = value.detach().clone() if TENSOR_CLASS in types and isinstance(value, torch.Tensor) else None
-        facts["attributes"][name] = {"types": types, "tensor": tensor}
-    if MODULE_CLASS in facts["types"]:
-        facts["parameters"] = [[str(n), [int(d) for d in p.shape]] for n, p in obj.named_parameters()]
-    return facts
 
 
 def object_facts(obj: Any, attributes: Iterable[str] = ()) -> dict:
     """``facts_of(obj, attributes)`` where ``obj`` lives: here, or (as plain data) from the learner's kernel."""
     attributes = list(attributes)
-    facts = obj.learner.facts(obj, attributes) if is_remote(obj) else facts_of(obj, attributes)
+    facts = obj.learner.facts(obj, attributes) if is_remote(obj) else probes.facts_of(obj, attributes)
     if not isinstance(facts, dict) or not all(k in facts for k in ("types", "origin", "attributes", "parameters")):
         raise TypeError("malformed facts about a learner's object")
     return facts
@@ -188,55 +152,6 @@ def n_parameters(facts: dict) -> int:
     """The number of parameter values, from the parameter shapes in ``facts`` (0 for no module)."""
     shapes = facts.get("parameters") or []
     return sum(math.prod(shape) for _, shape in shapes if isinstance(shape, list))
-
-
-def _own_code(filename: str) -> bool:
-    """True for a file of this package or of the Python installation (not the learner's)."""
-    package = str(Path(__file__).resolve().parents[1])
-    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, package}
-    try:
-        resolved = str(Path(filename).resolve())
-    except (OSError, ValueError):
-        return False
-    return any(resolved.startswith(p) or filename.startswith(p) for p in prefixes if p)
-
-
-def _learner_frames(exc: BaseException) -> list[traceback.FrameSummary]:
-    return [f for f in traceback.extract_tb(exc.__traceback__) if not _own_code(f.filename)]
-
-
-def _suggestion(exc: BaseException) -> str:
-    """A did-you-mean for a misspelt name or attribute, as Python's own traceback gives."""
-    if isinstance(exc, NameError) and getattr(exc, "name", None):
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_next is not None:
-            tb = tb.tb_next
-        if tb is None:
-            return ""
-        frame = tb.tb_frame
-        names = [*frame.f_locals, *frame.f_globals, *frame.f_builtins]
-        wanted = exc.name
-    elif isinstance(exc, AttributeError) and getattr(exc, "name", None) and getattr(exc, "obj", None) is not None:
-        try:
-            names = dir(exc.obj)
-        except Exception:  # a learner's __dir__ may raise
-            return ""
-        wanted = exc.name
-    else:
-        return ""
-    close = difflib.get_close_matches(wanted, [n for n in names if n != wanted], n=1, cutoff=0.7)
-    return f" — did you mean `{close[0]}`?" if close else ""
-
-
-def error_facts(exc: BaseException) -> dict[str, str]:
-    """What a hint says about an exception: its type, message, the learner's line, a did-you-mean."""
-    frames = _learner_frames(exc)
-    frame = f" (in {frames[-1].name}, line {frames[-1].lineno})" if frames else ""
-    try:
-        message = str(exc)
-    except Exception:  # a learner's exception whose __str__ raises
-        message = ""
-    return {"type": type(exc).__name__, "message": message[:2000], "frame": frame, "suggestion": _suggestion(exc)}
 
 
 def _raised(exercise_id: str, facts: dict | Any) -> Hint:
@@ -329,7 +244,6 @@ def call_learner(exercise_id: str, fn: Callable[..., Any], *args: Any, arg_names
             exercise_id,
             f"expected a function, got {describe(fn)} — pass the function itself, not its result",
         )
-    remote = sys.modules.get("prenorm_course.exercises.remote")
     sent_args, sent_kwargs = _copy_inputs(args), _copy_inputs(kwargs)
     try:
         result = fn(*sent_args, **sent_kwargs)
@@ -338,13 +252,13 @@ def call_learner(exercise_id: str, fn: Callable[..., Any], *args: Any, arg_names
     except NotImplementedError as exc:
         if str(exc).startswith("Exercise "):
             raise NotDone(exercise_id, "fill in the function above") from None
-        raise _raised(exercise_id, error_facts(exc)) from None
+        raise _raised(exercise_id, probes.error_facts(exc)) from None
+    except KernelProblem:  # the learner's kernel did not answer: not a hint
+        raise
+    except LearnerError as exc:  # the learner's code raised in its kernel
+        raise _raised(exercise_id, exc) from None
     except Exception as exc:  # the learner's code may raise anything
-        if remote is not None and isinstance(exc, remote.KernelProblem):
-            raise
-        if remote is not None and isinstance(exc, remote.LearnerError):
-            raise _raised(exercise_id, exc) from None
-        raise _raised(exercise_id, error_facts(exc)) from None
+        raise _raised(exercise_id, probes.error_facts(exc)) from None
     if is_remote(fn):
         changed = list(fn.learner.changed_arguments)
     else:
@@ -357,24 +271,6 @@ def call_learner(exercise_id: str, fn: Callable[..., Any], *args: Any, arg_names
 
 
 # --- facts re-derived from values: a gradient step ------------------------------------------
-
-
-def gradient_step(module: Any, x: torch.Tensor, direction: torch.Tensor, lr: float) -> None:
-    """One plain SGD step on ``module.parameters()`` for the loss ``sum(module(x) * direction)`` (a probe).
-
-    An output that depends on no parameter through autograd takes no step (the output
-    afterwards then tells).
-    """
-    for parameter in module.parameters():
-        parameter.grad = None
-    out = module(x)
-    if not (isinstance(out, torch.Tensor) and out.requires_grad):
-        return
-    (out * direction).sum().backward()
-    with torch.no_grad():
-        for parameter in module.parameters():
-            if parameter.grad is not None:
-                parameter -= lr * parameter.grad
 
 
 def expect_trains(exercise_id: str, anchor: Any, module: Any, reference: Callable[..., torch.Tensor],
@@ -397,7 +293,7 @@ def expect_trains(exercise_id: str, anchor: Any, module: Any, reference: Callabl
     (reference(x, **moving) * direction).sum().backward()
     stepped = {name: (value - lr * value.grad).detach() for name, value in moving.items()}
     after = torch.randn(x.shape, generator=gen) if after is None else after
-    probe(anchor, gradient_step, module, x, direction, lr)
+    probe(anchor, probes.gradient_step, module, x, direction, lr)
     got = call_learner(exercise_id, module, after, arg_names=("x",))
     with torch.no_grad():
         want = reference(after, **stepped)
@@ -405,54 +301,6 @@ def expect_trains(exercise_id: str, anchor: Any, module: Any, reference: Callabl
 
 
 # --- the library's own copy is not an answer -----------------------------------------------
-
-
-def _qualified(obj: Any) -> str:
-    module = getattr(obj, "__module__", None) or ""
-    name = obj.__name__ if inspect.isbuiltin(obj) else getattr(obj, "__qualname__", None) or obj.__name__
-    return f"{module}.{name}" if module else name
-
-
-def library_origin(obj: Any) -> list[str]:
-    """Qualified names that say what ``obj`` is: its function, or its class and the bases.
-
-    A bound method or a ``functools.partial`` is seen through; an instance counts as its
-    class (``nn.SiLU()`` is ``torch.nn.modules.activation.SiLU``). A probe: it runs
-    where the learner's object lives.
-    """
-    for _ in range(8):
-        if isinstance(obj, functools.partial):
-            obj = obj.func
-        elif inspect.ismethod(obj):
-            obj = obj.__func__
-        else:
-            break
-    if inspect.isfunction(obj) or inspect.isbuiltin(obj) or inspect.ismethoddescriptor(obj):
-        return [_qualified(obj)]
-    classes = obj.__mro__ if inspect.isclass(obj) else type(obj).__mro__
-    return [_qualified(c) for c in classes if c is not object]
-
-
-def _source_of(target: Any) -> str:
-    try:
-        return inspect.getsource(target)
-    except (OSError, TypeError):
-        return ""
-
-
-def learner_source(obj: Any) -> str:
-    """The source code of a learner's function or class ("" when Python cannot find it). A probe.
-
-    Python 3.11 finds no source for a class defined in a notebook cell (``__main__`` has no
-    file), but it does for the class's functions (IPython keeps each cell's text): such a
-    class is read as the sources of its own methods.
-    """
-    target = obj if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismethod(obj) else type(obj)
-    source = _source_of(target)
-    if not source and inspect.isclass(target):
-        members = (getattr(m, "__func__", getattr(m, "fget", m)) for m in vars(target).values())
-        source = "\n".join(filter(None, (_source_of(m) for m in members if inspect.isfunction(m))))
-    return source[:100_000]
 
 
 def code_only(source: str) -> str:
@@ -494,7 +342,7 @@ def refuse_library_calls(exercise_id: str, obj: Any, pattern: re.Pattern[str], t
     A lint like ``refuse_library_object``: the source comes from the learner's kernel, and
     the refusal can only fail a check.
     """
-    source = probe(obj, learner_source, obj)
+    source = probe(obj, probes.learner_source, obj)
     match = pattern.search(code_only(source)) if isinstance(source, str) else None
     if match is not None:
         called = re.sub(r"\s+", "", match.group(0)).rstrip("(")

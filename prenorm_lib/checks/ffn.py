@@ -14,12 +14,12 @@ variant names the mistake, so the hint says what to change rather than "values d
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 
 import torch
 
 from prenorm_lib import functional
+from prenorm_lib.checks.catalogue import EXERCISES
 from prenorm_lib.checks.core import (
     Hint,
     call_learner,
@@ -60,18 +60,6 @@ def _first_matching_variant(got: object, x_args: tuple, variants: dict[str, tupl
 # ---------------------------------------------------------------------------------------
 # Exercise 2.1: SiLU from its definition
 # ---------------------------------------------------------------------------------------
-
-# A library SiLU: F.silu, torch.nn.functional.silu, functional.silu, torch.silu_, nn.SiLU, torch.nn.functional
-_LIBRARY_SILU = re.compile(
-    r"\b(?:F|functional|torch|nn\s*\.\s*functional)\s*\.\s*silu_?\b|\bnn\s*\.\s*SiLU\b|(?<!class )\bSiLU\s*\("
-    r"|\baten\s*\.\s*silu|\b_nn\s*\.\s*silu|\bglu\s*\(|\bGLU\s*\("  # GLU of [x, x] is x·σ(x)
-    r"|\btorch\s*\.\s*nn\s*\.\s*functional\b"
-)
-_LIBRARY_SILUS = frozenset(
-    {"torch.nn.functional.silu", "prenorm_lib.functional.silu", "torch.nn.modules.activation.SiLU"}
-)
-SILU_TASK = ("calling a ready-made SiLU is correct, but the point of this exercise is to build it from torch.exp or "
-             "torch.sigmoid — try x · σ(x) with σ(x) = 1 / (1 + exp(-x))")
 
 _SILU_VARIANTS: dict[str, tuple[Callable, str]] = {
     "relu": (
@@ -138,7 +126,7 @@ SILU_IN_PLACE = {"x": "compute a new tensor (x * ..., not x.mul_(...)) so the ca
 def silu(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     """Exercise 2.1: check ``fn(x) == x * sigmoid(x)``, written without torch.nn.functional."""
     ex = "2.1"
-    refuse_library_object(ex, fn, _LIBRARY_SILUS, SILU_TASK)
+    refuse_library_object(ex, fn, EXERCISES[ex].refuses, EXERCISES[ex].task)
     gen = fresh_generator()
     grid = torch.cat([torch.zeros(1), 12 * torch.rand(48, generator=gen) - 6]).sort().values  # (49,) in [-6, 6]
     want = functional.silu(grid)
@@ -175,7 +163,7 @@ def silu(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
                      shape_hint="SiLU works elementwise, so the output has the input's shape.",
                      dtype_hint="use tensor operations only (torch.exp, torch.sigmoid, *, /): they keep the dtype.")
     # Checked last, once the values are right: a wrong answer gets the hint about its values first.
-    refuse_library_calls(ex, fn, _LIBRARY_SILU, SILU_TASK)
+    refuse_library_calls(ex, fn, EXERCISES[ex].refused_calls, EXERCISES[ex].task)
     passed(ex, "silu matches x·σ(x) on a grid, on batches, in float16/float64, and stays finite out to |x| = 1000")
 
 
@@ -270,10 +258,6 @@ def _swiglu_cases() -> dict[str, tuple[torch.Tensor, ...]]:
     }
 
 
-_LIBRARY_SWIGLU = frozenset({"prenorm_lib.functional.swiglu"})
-_LIBRARY_SWIGLU_CALLS = re.compile(r"\bfunctional\s*\.\s*swiglu\b|\bSwiGLU\s*\(")
-SWIGLU_TASK = ("this exercise asks you to write the forward pass yourself from matrix products and SiLU "
-               "(F.silu is fine); compare with functional.swiglu afterwards")
 STORAGE_HINT = ("The weights are stored (out_features, in_features): w1 and w3 are (d_ff, d_model), w2 is "
                 "(d_model, d_ff), so W x is x @ w.T.")
 COLUMN_HINT = ("your function works for a single vector x of shape (d_model,) but not for a batch (..., d_model): "
@@ -310,7 +294,7 @@ def _call_swiglu(ex: str, fn: Callable, args: tuple) -> torch.Tensor:
 def swiglu(fn: Callable[..., torch.Tensor]) -> None:
     """Exercise 2.2: check ``fn(x, w1, w2, w3) == W2 (SiLU(W1 x) ⊙ W3 x)``."""
     ex = "2.2"
-    refuse_library_object(ex, fn, _LIBRARY_SWIGLU, SWIGLU_TASK)
+    refuse_library_object(ex, fn, EXERCISES[ex].refuses, EXERCISES[ex].task)
     cases = _swiglu_cases()
     for label, args in cases.items():
         want = functional.swiglu(*args)  # before the learner's call, which gets copies of the arguments
@@ -330,7 +314,7 @@ def swiglu(fn: Callable[..., torch.Tensor]) -> None:
         expect_close(ex, got, want, f"for {label}: values differ from W2 (SiLU(W1 x) ⊙ W3 x)",
                      shape_hint="the output must have x's shape (..., d_model)",
                      dtype_hint="keep the input's dtype (no .float() or .double())")
-    refuse_library_calls(ex, fn, _LIBRARY_SWIGLU_CALLS, SWIGLU_TASK)
+    refuse_library_calls(ex, fn, EXERCISES[ex].refused_calls, EXERCISES[ex].task)
     passed(ex, "swiglu matches W2(SiLU(W1 x) ⊙ W3 x) for square and rectangular weights, batches, a single "
                "vector and float64")
 
@@ -374,16 +358,11 @@ _HIDDEN_VARIANTS: dict[str, tuple[Callable[[int], int], str]] = {
 }
 
 
-_LIBRARY_WIDTHS = frozenset({"prenorm_lib.ffn.swiglu_hidden_dim", "prenorm_lib.ffn.default_hidden_dim"})
-_LIBRARY_WIDTH_CALLS = re.compile(r"\b(?:swiglu_hidden_dim|default_hidden_dim)\b")
-WIDTH_TASK = "this exercise asks you to write the rounding rule yourself (8/3·d_model to the nearest multiple of 64)"
-
-
 @exercise("2.3")
 def hidden_dim(fn: Callable[[int], int]) -> None:
     """Exercise 2.3: check ``fn(d_model) == swiglu_hidden_dim(d_model)`` (nearest multiple of 64)."""
     ex = "2.3"
-    refuse_library_object(ex, fn, _LIBRARY_WIDTHS, WIDTH_TASK)
+    refuse_library_object(ex, fn, EXERCISES[ex].refuses, EXERCISES[ex].task)
     d_models = _d_models()
     got = {d: call_learner(ex, fn, d) for d in d_models}
     for d, value in got.items():
@@ -394,7 +373,7 @@ def hidden_dim(fn: Callable[[int], int]) -> None:
                f"for d_model = {d} you returned {value!r} ({type(value).__name__}); return an int.")
     want = {d: swiglu_hidden_dim(d) for d in d_models}
     if got == want:
-        refuse_library_calls(ex, fn, _LIBRARY_WIDTH_CALLS, WIDTH_TASK)
+        refuse_library_calls(ex, fn, EXERCISES[ex].refused_calls, EXERCISES[ex].task)
         passed(ex, "d_ff = 8/3·d_model rounded to the nearest multiple of 64 for d_model from 8 to 5120")
         return
     usual = [d for d in d_models if d >= 64]

@@ -42,8 +42,9 @@ from torch.func import functional_call
 from prenorm_lib import functional
 from prenorm_lib.attention import MultiHeadSelfAttention
 from prenorm_lib.block import TransformerBlock
+from prenorm_lib.checks.block import PRE_NORM_MISTAKES
+from prenorm_lib.checks.catalogue import EXERCISES
 from prenorm_lib.checks.core import (
-    MODULE_CLASS,
     Hint,
     call_learner,
     describe,
@@ -57,6 +58,7 @@ from prenorm_lib.checks.core import (
     probe,
     refuse_library_object,
 )
+from prenorm_lib.checks.probes import MODULE_CLASS, buffers_of, load_state, set_eval, shares_weight, state_dict_of
 from prenorm_lib.ffn import SwiGLU
 from prenorm_lib.layers import Embedding, Linear
 from prenorm_lib.model import TransformerLM
@@ -136,43 +138,6 @@ def _positions(gen: torch.Generator, T: int, max_seq_len: int) -> torch.Tensor:
     (so a cos/sin table shorter than max_seq_len shows)."""
     rest = torch.randperm(max_seq_len - 1, generator=gen)[:T - 1]
     return torch.cat((rest, torch.tensor([max_seq_len - 1]))).sort().values
-
-
-# --- probes: they run where the learner's module lives and return plain data ------------------
-
-
-def state_dict_of(module: nn.Module) -> dict[str, torch.Tensor]:
-    """A copy of the module's state dict (a probe)."""
-    return {name: value.detach().clone() for name, value in module.state_dict().items()}
-
-
-def load_state(module: nn.Module, state: dict[str, torch.Tensor]) -> str:
-    """``module.load_state_dict(state)``; "" on success, else the error's text (a probe)."""
-    try:
-        module.load_state_dict(state)
-    except Exception as exc:  # a learner's module may fail to load in any way
-        return f"{type(exc).__name__}: {exc}"[:600]
-    return ""
-
-
-def buffers_of(module: nn.Module) -> list[str]:
-    """The names of the module's buffers, saved in the state dict or not (a probe)."""
-    return [name for name, _ in module.named_buffers()]
-
-
-def shares_weight(module: nn.Module, first: str, second: str) -> bool:
-    """True when two dotted attributes are one tensor (a tied embedding and head; a probe)."""
-    a, b = module, module
-    for part in first.split("."):
-        a = getattr(a, part, None)
-    for part in second.split("."):
-        b = getattr(b, part, None)
-    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.data_ptr() == b.data_ptr()
-
-
-def set_eval(module: nn.Module) -> None:
-    """Put the learner's module in eval mode (a probe)."""
-    module.eval()
 
 
 # --- shared steps ----------------------------------------------------------------------------
@@ -314,8 +279,7 @@ def _linear_sizes(gen: torch.Generator) -> tuple[int, int]:
 @exercise(LINEAR)
 def linear(cls: type) -> None:
     """Exercise 6.1: ``cls(in_features, out_features)`` is the handout's bias-free Linear."""
-    refuse_library_object(LINEAR, cls, {"prenorm_lib.layers.Linear", "torch.nn.modules.linear.Linear"},
-                          "this exercise asks you to write Linear yourself: an nn.Parameter and x @ W.T")
+    refuse_library_object(LINEAR, cls, EXERCISES[LINEAR].refuses, EXERCISES[LINEAR].task)
     gen = fresh_generator()
     d_in, d_out = _linear_sizes(gen)
     module = _build(LINEAR, cls, d_in, d_out)
@@ -345,8 +309,7 @@ def linear(cls: type) -> None:
 @exercise(EMBEDDING)
 def embedding(cls: type) -> None:
     """Exercise 6.2: ``cls(num_embeddings, embedding_dim)`` is the handout's Embedding."""
-    refuse_library_object(EMBEDDING, cls, {"prenorm_lib.layers.Embedding", "torch.nn.modules.sparse.Embedding"},
-                          "this exercise asks you to write Embedding yourself: an nn.Parameter and indexing")
+    refuse_library_object(EMBEDDING, cls, EXERCISES[EMBEDDING].refuses, EXERCISES[EMBEDDING].task)
     gen = fresh_generator()  # 200 … 400 rows of 32 … 64: never the 512 × 96 the check used to send
     vocab, dim = _between(gen, 200, 400), _between(gen, 32, 64)
     module = _build(EMBEDDING, cls, vocab, dim)
@@ -381,8 +344,7 @@ def embedding(cls: type) -> None:
 @exercise(SWIGLU)
 def swiglu(cls: type) -> None:
     """Exercise 6.3: ``cls(d_model, d_ff)`` owns w1, w2, w3 and computes w2(SiLU(w1 x) ⊙ w3 x)."""
-    refuse_library_object(SWIGLU, cls, {"prenorm_lib.ffn.SwiGLU", "prenorm_lib.ffn.GatedFeedForward"},
-                          "this exercise asks you to write the module yourself from three of your Linears")
+    refuse_library_object(SWIGLU, cls, EXERCISES[SWIGLU].refuses, EXERCISES[SWIGLU].task)
     gen = fresh_generator()
     s = _sizes(gen)
     module = _build(SWIGLU, cls, s.d_model, s.d_ff)
@@ -430,8 +392,7 @@ def rope(cls: type) -> None:
     the first reaches the last position. Whether cos and sin are parameters, saved or kept in
     buffers is what the kernel reports: hints that can only fail; the rotations decide a pass.
     """
-    refuse_library_object(ROPE, cls, {"prenorm_lib.rope.RotaryPositionalEmbedding"},
-                          "this exercise asks you to write the module yourself")
+    refuse_library_object(ROPE, cls, EXERCISES[ROPE].refuses, EXERCISES[ROPE].task)
     gen = fresh_generator()
     s = _sizes(gen)
     d_k = _pick(gen, (4, 6, 10, 12, 14, 16))
@@ -490,9 +451,7 @@ def _sized(s: Sizes) -> str:
 @exercise(ATTENTION)
 def attention(cls: type) -> None:
     """Exercise 6.5: ``cls(d_model, num_heads, max_seq_len, theta)`` is causal MHSA with RoPE on q and k."""
-    refuse_library_object(ATTENTION, cls, {"prenorm_lib.attention.MultiHeadSelfAttention",
-                                           "torch.nn.modules.activation.MultiheadAttention"},
-                          "this exercise asks you to assemble attention from your Linear and RoPE")
+    refuse_library_object(ATTENTION, cls, EXERCISES[ATTENTION].refuses, EXERCISES[ATTENTION].task)
     gen = fresh_generator()
     s = _sizes(gen)
     module = _build(ATTENTION, cls, s.d_model, s.num_heads, s.max_seq_len, s.theta)
@@ -557,11 +516,7 @@ def _library_block(gen: torch.Generator, s: Sizes) -> TransformerBlock:
 @exercise(BLOCK)
 def block(cls: type) -> None:
     """Exercise 6.6: ``cls(d_model, num_heads, d_ff, max_seq_len, theta)`` is the pre-norm block."""
-    # imported here, not at the top: a graded kernel's copy of checks.block keeps only its probes
-    from prenorm_lib.checks.block import PRE_NORM_MISTAKES
-
-    refuse_library_object(BLOCK, cls, {"prenorm_lib.block.TransformerBlock"},
-                          "this exercise asks you to assemble the block from your attention and SwiGLU")
+    refuse_library_object(BLOCK, cls, EXERCISES[BLOCK].refuses, EXERCISES[BLOCK].task)
     gen = fresh_generator()
     s = _sizes(gen)
     module = _build(BLOCK, cls, s.d_model, s.num_heads, s.d_ff, s.max_seq_len, s.theta)
@@ -598,8 +553,7 @@ LM_NAMES = ("the handout's names are token_embeddings, layers.0 … layers.{num_
 @exercise(LM)
 def language_model(cls: type) -> None:
     """Exercise 6.7: ``cls(vocab_size, context_length, d_model, num_layers, num_heads, d_ff, rope_theta)``."""
-    refuse_library_object(LM, cls, {"prenorm_lib.model.TransformerLM"},
-                          "this exercise asks you to assemble the model from your embedding, blocks and Linear")
+    refuse_library_object(LM, cls, EXERCISES[LM].refuses, EXERCISES[LM].task)
     gen = fresh_generator()
     s = _sizes(gen)
     args = (s.vocab, s.max_seq_len, s.d_model, s.num_layers, s.num_heads, s.d_ff, s.theta)

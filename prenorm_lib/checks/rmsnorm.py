@@ -13,16 +13,13 @@ the case that tells them apart, the hint says so.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 
 import torch
-from torch import nn
 
 from prenorm_lib import functional
+from prenorm_lib.checks.catalogue import EXERCISES
 from prenorm_lib.checks.core import (
-    MODULE_CLASS,
-    PARAMETER_CLASS,
     Hint,
     NotDone,
     call_learner,
@@ -42,10 +39,12 @@ from prenorm_lib.checks.core import (
     refuse_library_calls,
     refuse_library_object,
 )
+from prenorm_lib.checks.probes import MODULE_CLASS, PARAMETER_CLASS, set_weight
 
 __all__ = ["MISTAKES", "fp16_prediction", "rms_norm", "rms_norm_module"]
 
 KERNEL, MODULE, PREDICT = "1.1", "1.2", "1.3"
+KERNEL_RECORD, MODULE_RECORD = EXERCISES[KERNEL], EXERCISES[MODULE]
 
 
 def _mean_square(x: torch.Tensor, dim=-1) -> torch.Tensor:
@@ -123,14 +122,6 @@ MISTAKES: dict[str, tuple[Callable, str]] = {
 }
 
 KERNEL_DTYPE_HINT = "cast the result back to the input dtype (x.dtype): fp16 in, fp16 out"
-KERNEL_TASK = ("this exercise asks you to write the kernel yourself from torch operations (pow, mean, sqrt, ...); "
-               "compare with the library afterwards")
-LIBRARY_KERNELS = frozenset({"prenorm_lib.functional.rms_norm", "torch.nn.functional.rms_norm", "torch.rms_norm"})
-LIBRARY_KERNEL_CALLS = re.compile(r"\b(?:functional|F|torch|nn\s*\.\s*functional)\s*\.\s*rms_norm\b|\bRMSNorm\s*\("
-                                  # torch's other roads: LayerNorm of [x, −x] is RMSNorm of x; torch ships a
-                                  # Python RMSNorm among its decompositions
-                                  r"|\b(?:layer|group)_norm\s*\(|\b(?:LayerNorm|GroupNorm)\s*\(|_fused_rms_norm|\b_decomp\b"
-                                  r"|\bdecompositions\b|\b_refs\b")
 IN_PLACE_HINT = (
     "`x.to(torch.float32)` does not copy a float32 input, so `x32 /= rms` (or `x32.div_(...)`) divides the "
     "caller's tensor too. Write `x32 / rms`, which makes a new tensor"
@@ -224,7 +215,7 @@ def _call_kernel(fn: Callable, x: torch.Tensor, weight: torch.Tensor, eps: float
 @exercise(KERNEL)
 def rms_norm(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]) -> None:
     """Exercise 1.1: ``fn(x, weight, eps)`` must equal ``functional.rms_norm`` on every case."""
-    refuse_library_object(KERNEL, fn, LIBRARY_KERNELS, KERNEL_TASK)
+    refuse_library_object(KERNEL, fn, KERNEL_RECORD.refuses, KERNEL_RECORD.task)
     for description, x, weight, eps in _kernel_cases():
         want = functional.rms_norm(x, weight, eps)  # before the learner's call, which gets copies of x and weight
         got = _call_kernel(fn, x, weight, eps)
@@ -241,17 +232,11 @@ def rms_norm(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]) ->
             atol=atol, rtol=rtol, dtype_hint=KERNEL_DTYPE_HINT,
             shape_hint="the output must have the input's shape; keep the reduced dimension (keepdim=True)",
         )
-    refuse_library_calls(KERNEL, fn, LIBRARY_KERNEL_CALLS, KERNEL_TASK)
+    refuse_library_calls(KERNEL, fn, KERNEL_RECORD.refused_calls, KERNEL_RECORD.task)
     passed(KERNEL, "matches RMSNorm on float32 batches, a tiny and an all-zero row, a custom eps, fp16 and bf16")
 
 
-LIBRARY_MODULES = frozenset({"prenorm_lib.norm.RMSNorm", "torch.nn.modules.normalization.RMSNorm"})
-MODULE_TASK = ("this exercise asks you to write the module yourself: subclass nn.Module, store the gain as an "
-               "nn.Parameter and call your kernel my_rms_norm in forward")
 KERNEL_NAME = "my_rms_norm"  # what Exercise 1.1 defines and 1.2's forward calls
-# 1.2's forward builds on the learner's kernel: a library or torch kernel there is not the exercise (and the graded
-# kernel has no library kernel at all: it would fail there with the withheld message, not with this hint)
-LIBRARY_KERNEL_IN_MODULE = re.compile(r"\b(?:functional|F|torch|nn\s*\.\s*functional)\s*\.\s*rms_norm\b")
 
 
 def _learner_kernel(cls: object) -> object:
@@ -341,16 +326,10 @@ def _module_facts(module: object) -> dict:
     return facts
 
 
-def _set_weight(module: nn.Module, value: torch.Tensor) -> None:
-    """Give a learner's module the gain ``value`` (a probe)."""
-    with torch.no_grad():
-        module.weight.copy_(value)
-
-
 @exercise(MODULE)
 def rms_norm_module(cls: type) -> None:
     """Exercise 1.2: ``cls(d_model, eps=1e-5, device=None, dtype=None)`` behaves like ``RMSNorm``."""
-    refuse_library_object(MODULE, cls, LIBRARY_MODULES, MODULE_TASK)
+    refuse_library_object(MODULE, cls, MODULE_RECORD.refuses, MODULE_RECORD.task)
     # every argument drawn: d_model (9 … 32, never the notebook's 8), eps, the dtype asked for
     gen = fresh_generator()
     d_model = int(torch.randint(9, 33, (), generator=gen))
@@ -389,7 +368,7 @@ def rms_norm_module(cls: type) -> None:
     x = torch.randn(2, 3, d_model, generator=gen)
     gain = torch.rand(d_model, generator=gen) + 0.5
     want, without_gain = functional.rms_norm(x, gain), functional.rms_norm(x, torch.ones(d_model))
-    probe(cls, _set_weight, module, gain)
+    probe(cls, set_weight, module, gain)
     got = _module_output(module, x, kernel, gain, 1e-5, want, f"a (2, 3, {d_model}) batch with a random gain")
     if _matches(got, without_gain):
         raise Hint(MODULE, "forward ignores self.weight — pass it to the kernel")
@@ -411,7 +390,7 @@ def rms_norm_module(cls: type) -> None:
     # sends it to 1.1 first
     expect_trains(MODULE, cls, module, lambda x, weight: functional.rms_norm(x, weight), {"weight": gain}, x,
                   "after one gradient step the output is wrong — self.weight must be the nn.Parameter forward uses")
-    refuse_library_calls(MODULE, cls, LIBRARY_KERNEL_IN_MODULE, MODULE_TASK)
+    refuse_library_calls(MODULE, cls, MODULE_RECORD.refused_calls, MODULE_RECORD.task)
     passed(MODULE, "gain is a Parameter of ones with the right shape, dtype and device; forward uses weight and eps")
 
 

@@ -9,12 +9,12 @@ reference, so the hint can name the mistake rather than just say "wrong".
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 
 import torch
 
 from prenorm_lib import functional
+from prenorm_lib.checks.catalogue import EXERCISES
 from prenorm_lib.checks.core import (
     Hint,
     call_learner,
@@ -29,8 +29,6 @@ from prenorm_lib.checks.core import (
     refuse_library_calls,
     refuse_library_object,
 )
-
-ROPE_CALLS = r"|\bRotaryPositionalEmbedding\b|\brotation_matrix\s*\(|\brotary_embedding\b|\bonnx\b"
 
 # ---------------------------------------------------------------------------
 # Exercise 3.1: the cos/sin cache
@@ -92,17 +90,11 @@ def _close(a: torch.Tensor, b: torch.Tensor, atol: float = 1e-4) -> bool:
     return a.shape == b.shape and bool(((a - b).abs() <= atol).all())
 
 
-_LIBRARY_CACHE = frozenset({"prenorm_lib.functional.rope_angles"})
-_LIBRARY_CACHE_CALLS = re.compile(r"\brope_angles\s*\(" + ROPE_CALLS)
-CACHE_TASK = ("this exercise asks you to build the angle table yourself: positions (arange) times the speeds "
-              "Θ^(−2k/d_k), then cos and sin; compare with functional.rope_angles afterwards")
-
-
 @exercise("3.1")
 def cos_sin_cache(build_cache: Callable) -> None:
     """Exercise 3.1: ``build_cache(theta, d_k, max_seq_len) -> (cos, sin)``, each (max_seq_len, d_k/2)."""
     ex = "3.1"
-    refuse_library_object(ex, build_cache, _LIBRARY_CACHE, CACHE_TASK)
+    refuse_library_object(ex, build_cache, EXERCISES[ex].refuses, EXERCISES[ex].task)
     for args in _cache_cases():
         cos, sin = _as_pair(ex, call_learner(ex, build_cache, *args))
         want = _angles(*args)
@@ -123,7 +115,7 @@ def cos_sin_cache(build_cache: Callable) -> None:
                 raise Hint(ex, hint)
         expect_close(ex, cos, want.cos(), "cos does not match cos(position · Θ^(−2k/d_k))", atol=1e-4)
         expect_close(ex, sin, want.sin(), "sin does not match sin(position · Θ^(−2k/d_k))", atol=1e-4)
-    refuse_library_calls(ex, build_cache, _LIBRARY_CACHE_CALLS, CACHE_TASK)
+    refuse_library_calls(ex, build_cache, EXERCISES[ex].refused_calls, EXERCISES[ex].task)
     passed(ex, "cos/sin caches match for 4 shapes (d_k = 2 … 64, one position … 100)")
 
 
@@ -237,17 +229,11 @@ ROTATION_IN_PLACE = {
     "cos": "the cos/sin cache is shared by every layer and head: read it, never write into it",
     "sin": "the cos/sin cache is shared by every layer and head: read it, never write into it",
 }
-_LIBRARY_ROTATION = frozenset({"prenorm_lib.functional.apply_rope"})
-_LIBRARY_ROTATION_CALLS = re.compile(r"\bapply_rope\s*\(" + ROPE_CALLS)
-ROTATION_TASK = ("this exercise asks you to rotate the pairs yourself (x[..., 0::2], x[..., 1::2], cos, sin); "
-                 "compare with functional.apply_rope afterwards")
-
-
 @exercise("3.2")
 def rotate_pairs(rotate: Callable) -> None:
     """Exercise 3.2: ``rotate(x, cos, sin)`` rotates interleaved pairs of x (..., T, d_k)."""
     ex = "3.2"
-    refuse_library_object(ex, rotate, _LIBRARY_ROTATION, ROTATION_TASK)
+    refuse_library_object(ex, rotate, EXERCISES[ex].refuses, EXERCISES[ex].task)
     for name, x, cos, sin in _rotation_cases():
         want = functional.apply_rope(x, cos, sin)  # before the learner's call, which gets copies of x, cos, sin
         got = call_learner(ex, rotate, x, cos, sin, arg_names=("x", "cos", "sin"), in_place=ROTATION_IN_PLACE)
@@ -269,7 +255,7 @@ def rotate_pairs(rotate: Callable) -> None:
                        "with x[..., 0::2] — did a dimension get added or transposed when broadcasting?",
             dtype_hint=f"return x's dtype [case: {name}]: cast cos and sin to x.dtype before multiplying",
         )
-    refuse_library_calls(ex, rotate, _LIBRARY_ROTATION_CALLS, ROTATION_TASK)
+    refuse_library_calls(ex, rotate, EXERCISES[ex].refused_calls, EXERCISES[ex].task)
     passed(ex, "interleaved rotation matches in 4 cases (heads, packing, one pair, float16)")
 
 

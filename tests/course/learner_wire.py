@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from prenorm_course.exercises.remote import loopback
+from prenorm_lib.checks.remote import loopback
 
 
 def through_wire(obj):

@@ -15,7 +15,7 @@ from prenorm_course.exercises.paths import repo_root
 from prenorm_course.exercises.verify import filled_in
 from prenorm_lib import functional
 from prenorm_lib.attention import MultiHeadSelfAttention
-from prenorm_lib.checks import Hint, core
+from prenorm_lib.checks import Hint, probes
 from prenorm_lib.checks import attention as check
 from prenorm_lib.checks.core import NotDone
 from prenorm_lib.layers import Linear
@@ -360,7 +360,7 @@ def test_layer_built_on_the_library_is_refused(via):
 def forge_parameters(monkeypatch):
     """Patch the kernel-side probe the way the hold-out cheat did: each projection's weight, a plain tensor,
     is reported as an nn.Parameter, and the parameter count as the four (d_model, d_model) weights."""
-    real = core.facts_of
+    real = probes.facts_of
 
     def forged(obj, attributes=()):
         facts = real(obj, attributes)
@@ -371,7 +371,7 @@ def forge_parameters(monkeypatch):
             facts["parameters"] = [[name, list(value["tensor"].shape)] for name, value in weights.items()]
         return facts
 
-    monkeypatch.setattr(core, "facts_of", forged)
+    monkeypatch.setattr(probes, "facts_of", forged)
 
 
 class PlainWeights(Attention):
@@ -441,7 +441,7 @@ def test_a_kernel_that_reports_plain_tensors_as_parameters_does_not_pass_4_4():
 
 
 FORGED_PLAIN_WEIGHTS = '''
-import prenorm_lib.checks.core as _core
+import prenorm_lib.checks.probes as _core
 _real_facts = _core.facts_of
 def _forged(obj, attributes=()):
     facts = _real_facts(obj, attributes)

@@ -6,11 +6,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from prenorm_course.exercises.remote import loopback
 from prenorm_lib import TransformerBlock
 from prenorm_lib.checks import Hint
 from prenorm_lib.checks import block as check
 from prenorm_lib.checks.core import NotDone
+from prenorm_lib.checks.remote import loopback
 
 pytest_plugins = ["learner_wire"]
 

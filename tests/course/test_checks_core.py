@@ -15,15 +15,13 @@ from prenorm_lib.checks.core import (
     NotDone,
     call_learner,
     code_only,
-    error_facts,
     exercise,
     expect,
     expect_choice,
     expect_close,
-    learner_source,
-    library_origin,
     passed,
 )
+from prenorm_lib.checks.probes import error_facts, learner_source, library_origin
 
 
 def test_package_exports_hint_and_passed_only():

@@ -12,10 +12,10 @@ import json
 import pytest
 import torch
 
-from prenorm_course.exercises.agent import Agent
-from prenorm_course.exercises.remote import Learner
 from prenorm_lib import functional
 from prenorm_lib.checks import Hint, core, rmsnorm, rope
+from prenorm_lib.checks.agent import Agent
+from prenorm_lib.checks.remote import Learner
 
 pytest_plugins = ["learner_wire"]
 

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from prenorm_lib import functional
-from prenorm_lib.checks import Hint, attention, block, core, ffn, rmsnorm, rope
+from prenorm_lib.checks import Hint, attention, block, core, ffn, probes, rmsnorm, rope
 from prenorm_lib.ffn import swiglu_hidden_dim
 from prenorm_lib.layers import Linear
 
@@ -228,16 +228,15 @@ def test_nudge_is_the_size_the_docstring_says():
 
 def lints_off(monkeypatch) -> None:
     """A kernel that reports nothing against its learner: no library origin, no source, no input changed."""
-    from prenorm_course.exercises import remote
+    from prenorm_lib.checks import remote
 
-    real = core.facts_of
-    monkeypatch.setattr(core, "facts_of", lambda obj, attributes=(): {**real(obj, attributes), "origin": []})
+    real = probes.facts_of
+    monkeypatch.setattr(probes, "facts_of", lambda obj, attributes=(): {**real(obj, attributes), "origin": []})
 
     def learner_source(obj):  # the probe keeps its name, so the agent finds it there too
         return ""
 
-    learner_source.__module__, learner_source.__qualname__ = core.__name__, "learner_source"
-    monkeypatch.setattr(core, "learner_source", learner_source)
+    monkeypatch.setattr(probes, "learner_source", learner_source)
     monkeypatch.setattr(core, "_changed_inputs", lambda sent, pristine: False)
     monkeypatch.setattr(remote.Learner, "_changed", lambda self, after, sent: [])
 

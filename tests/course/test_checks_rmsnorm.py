@@ -10,11 +10,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from prenorm_course.exercises.remote import loopback
 from prenorm_lib import RMSNorm, functional
 from prenorm_lib.checks import Hint
 from prenorm_lib.checks import rmsnorm as check
 from prenorm_lib.checks.core import NotDone
+from prenorm_lib.checks.remote import loopback
 
 # 1.2's forward calls the learner's 1.1 kernel by its name; here the library's stands in for it
 my_rms_norm = functional.rms_norm

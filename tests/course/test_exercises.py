@@ -38,6 +38,7 @@ from prenorm_course.exercises.build import (
 from prenorm_course.exercises.check import NotANotebook, check_path, format_report, identify, parse_learner
 from prenorm_course.exercises.grade import grade_folder
 from prenorm_course.exercises.kernel import Kernel
+from prenorm_course.exercises.limits import LIMITS
 from prenorm_course.exercises.markers import (
     USES_EXERCISES_TAG,
     NotebookError,
@@ -443,7 +444,7 @@ TAMPERING = {
     "comparisons_patched": HEADER_1 + "import torch\nfor name in ('allclose', 'equal', 'isclose'):\n"
     "    setattr(torch, name, lambda *a, **k: True)\ntorch.Tensor.__eq__ = lambda *a: True\n"
     "def my_rms_norm(x, weight, eps=1e-5):\n    return x",
-    "agent_forged": HEADER_1 + "import json\nimport prenorm_course.exercises.agent as agent\n"
+    "agent_forged": HEADER_1 + "import json\nimport prenorm_lib.checks.agent as agent\n"
     "from IPython.display import display\n"
     "def forged(text):\n    nonce = json.loads(text)['nonce']\n"
     "    display({agent.REPLY_MIME: json.dumps({'nonce': nonce, 'value': 1.0})}, raw=True)\n"
@@ -599,7 +600,7 @@ def test_a_sandbox_command_runs_as_its_own_user_in_its_own_folder_with_limits(co
     finally:
         box.remove()
     uid, own, course_file, memory = proc.stdout.split()
-    assert (own, course_file, memory) == ("own", "refused", str(sandbox.MEMORY_BYTES // 1024))
+    assert (own, course_file, memory) == ("own", "refused", str(LIMITS.memory_bytes // 1024))
     if os.geteuid() == 0:
         assert int(uid) == box.uid and box.uid >= sandbox.KERNEL_UID_BASE
     else:
@@ -615,7 +616,7 @@ def test_kernels_run_with_limits_and_as_their_own_user(course: Path):
         "    try:\n        open(path, 'a').close()\n        return True\n"
         "    except OSError:\n        return False\n"
         "try:\n    big = bytearray(8 * 2**30)\n    memory = 'no limit'\nexcept MemoryError:\n    memory = 'limited'\n"
-        f"print(memory, resource.getrlimit(resource.RLIMIT_CPU)[0] == {sandbox.CPU_SECONDS},\n"
+        f"print(memory, resource.getrlimit(resource.RLIMIT_CPU)[0] == {LIMITS.cpu_seconds},\n"
         f"      os.getuid() >= {sandbox.KERNEL_UID_BASE}, writable({str(target)!r}), writable('own.txt'))"
     )
     with Kernel(Sandbox.create(sandbox.CONFINED, CourseFiles({}))) as kernel:

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import torch
 
-from prenorm_course.exercises import wire
-from prenorm_course.exercises.agent import Agent
-from prenorm_course.exercises.remote import Learner, LearnerError, Missing, NoAnswer, RemoteObject, loopback
+from prenorm_lib.checks import wire
+from prenorm_lib.checks.agent import Agent
+from prenorm_lib.checks.remote import Learner, LearnerError, Missing, NoAnswer, RemoteObject, loopback
 
 
 def round_trip(value):
@@ -165,11 +165,21 @@ def test_a_call_reports_errors_output_and_warnings():
     assert isinstance(learner.lookup("nothing"), Missing)
 
 
-def test_probes_are_course_functions_only():
+def test_probes_are_the_probes_modules_functions_only():
     learner = loopback({"f": len})
-    with pytest.raises(LearnerError, match="is not a course probe"):
-        learner.probe("os:system", ("true",))
-    assert learner.probe("prenorm_lib.checks.core:library_origin", (learner.lookup("f"),)) == ["builtins.len"]
+    for name in ("os:system", "system", "prenorm_lib.checks.probes:library_origin", "__all__", "Counted"):
+        with pytest.raises(LearnerError, match="is not a course probe"):
+            learner.probe(name, ("true",))
+    assert learner.probe("library_origin", (learner.lookup("f"),)) == ["builtins.len"]
+
+
+def test_a_checker_probes_only_with_the_probes_module():
+    """``core.probe`` refuses a function that is not one of ``probes.__all__`` (the agent could not find it there)."""
+    from prenorm_lib.checks import core, probes
+
+    assert core.probe(len, probes.library_origin, len) == ["builtins.len"]
+    with pytest.raises(ValueError, match=r"is not a probe of prenorm_lib\.checks\.probes"):
+        core.probe(len, lambda obj: obj, len)
 
 
 def test_a_reply_to_another_request_is_refused():

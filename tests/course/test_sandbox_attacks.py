@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from prenorm_course.exercises import kernel as kernel_module
 from prenorm_course.exercises import sandbox
 from prenorm_course.exercises.grade import learner_notebooks, md_text, write_tables
 from prenorm_course.exercises.kernel import Kernel
+from prenorm_course.exercises.limits import LIMITS
 from prenorm_course.exercises.paths import repo_root
 from prenorm_course.exercises.sandbox import CONFINED, CourseFiles, Sandbox
 
@@ -308,7 +308,7 @@ def test_widget_messages_count_against_the_output_cap():
         kept = len(json.dumps(client.widget_state)) + len(json.dumps(client.widget_buffers, default=str))
         counted = client.chars.get(0, 0)
     assert run.status == "ok", run
-    assert kept < kernel_module.MAX_OUTPUT_CHARS and counted <= kernel_module.MAX_OUTPUT_CHARS, (kept, counted)
+    assert kept < LIMITS.output_chars and counted <= LIMITS.output_chars, (kept, counted)
 
 
 def _as_a_normal_user(script: str, monkeypatch) -> subprocess.CompletedProcess:
@@ -360,7 +360,7 @@ def test_as_a_normal_user_processes_are_a_total(monkeypatch):
               "        children.append(subprocess.Popen(['sleep', '30']))\nexcept OSError:\n    pass\n"
               "print(len(children))\nfor child in children:\n    child.kill()\n    child.wait()")
     proc = _as_a_normal_user(script, monkeypatch)
-    assert proc.stdout.strip() and int(proc.stdout.split()[0]) <= sandbox.MAX_PROCESSES, (proc.stdout, proc.stderr)
+    assert proc.stdout.strip() and int(proc.stdout.split()[0]) <= LIMITS.max_processes, (proc.stdout, proc.stderr)
 
 
 def test_without_a_cgroup_the_sandbox_memory_is_a_total():
@@ -401,20 +401,20 @@ def _disk_bytes(folder: Path) -> int:
 
 def test_the_kernels_folder_is_a_total_not_only_a_per_file_limit():
     """16 MiB files in the working folder, HOME and TMPDIR: past FOLDER_BYTES in all, "no space left"; no disk used."""
-    files = 2 * sandbox.FOLDER_BYTES // (16 * 2**20)  # twice the total, each file far under FILE_BYTES
+    files = 2 * LIMITS.folder_bytes // (16 * 2**20)  # twice the total, each file far under FILE_BYTES
     with _kernel() as kernel:
         failed, written = _out(kernel.run_cell(FILL.format(files=files), 120)).split()
         on_disk = _disk_bytes(kernel.sandbox.stage)  # the grader's side of the kernel's folder, while it runs
         after = _out(kernel.run_cell("print('alive')", 30))
-    assert failed == "ENOSPC" and int(written) <= sandbox.FOLDER_BYTES, (failed, written)
+    assert failed == "ENOSPC" and int(written) <= LIMITS.folder_bytes, (failed, written)
     assert on_disk < 2**20 * 16 and after == "alive", on_disk
 
 
 def test_as_a_normal_user_the_kernels_folder_is_a_total(monkeypatch):
-    files = 2 * sandbox.FOLDER_BYTES // (16 * 2**20)
+    files = 2 * LIMITS.folder_bytes // (16 * 2**20)
     proc = _as_a_normal_user(FILL.format(files=files), monkeypatch)
     failed, written = proc.stdout.split()
-    assert failed == "ENOSPC" and int(written) <= sandbox.FOLDER_BYTES, (proc.stdout, proc.stderr)
+    assert failed == "ENOSPC" and int(written) <= LIMITS.folder_bytes, (proc.stdout, proc.stderr)
 
 
 @pytest.mark.slow
@@ -429,7 +429,7 @@ def test_a_notebook_that_fills_its_folder_still_gets_its_row(tmp_path: Path):
     learner = filled_in(read_notebook(root / "notebooks" / "exercises" / name),
                         read_notebook(root / "notebooks" / name))
     cell = next(c for c in learner.cells if c.cell_type == "code" and c.source.startswith("# Exercise 1.1"))
-    files = 2 * sandbox.FOLDER_BYTES // 2**24
+    files = 2 * LIMITS.folder_bytes // 2**24
     cell.source += f"\nfor _n in range({files}):\n    open(f'fill-{{_n}}', 'wb').write(b'x' * 2**24)\n"
     write_notebook(learner, tmp_path / "filler" / name)
     grade_folder(tmp_path, root=root, progress=lambda _: None)

@@ -26,7 +26,7 @@ from prenorm_lib.checks.core import Hint, expect_trains
 my_rms_norm = functional.rms_norm
 
 FORGED_PARAMETER = '''# Exercise 1.2: RMSNorm module
-import prenorm_lib.checks.core as _core
+import prenorm_lib.checks.probes as _core
 _real_facts = _core.facts_of
 def _forged(obj, attributes=()):
     facts = _real_facts(obj, attributes)

@@ -80,7 +80,7 @@ def test_04_torchs_softmax_module_is_refused_and_transformers_attention_is_out_o
 
 PATCHED_STEP = '''import torch
 from torch import nn
-import prenorm_lib.checks.core as _core
+import prenorm_lib.checks.probes as _core
 class MyRMSNorm(nn.Module):
     def __init__(self, d_model, eps=1e-5, device=None, dtype=None):
         super().__init__()

@@ -1,8 +1,9 @@
 """The learner's side of a check: runs inside the learner's kernel and answers in plain data.
 
 The grader sends a request as the text of one small cell,
-``__import__("prenorm_course.exercises.agent", fromlist=["serve"]).serve("<json>")``, and
-reads the answer from a display message of type ``REPLY_MIME``. Four requests:
+``__import__("prenorm_lib.checks.agent", fromlist=["serve"]).serve("<json>")`` (an ordinary
+import of the library the kernel already has), and reads the answer from a display message
+of type ``REPLY_MIME``. Four requests:
 
 * ``lookup`` -- the value of a name in the notebook's namespace;
 * ``call`` -- call an object with arguments the grader chose, and report the result,
@@ -11,7 +12,7 @@ reads the answer from a display message of type ``REPLY_MIME``. Four requests:
 * ``facts`` -- plain facts about a learner object: its type names, its parameters' names
   and shapes, the type names and bytes of attributes the grader names; the grader decides
   what they mean ("is `weight` an nn.Parameter of ones") from these strings and bytes;
-* ``probe`` -- run one of the course's probes (a function of ``prenorm_lib.checks``) on
+* ``probe`` -- run one of the course's probes (:mod:`prenorm_lib.checks.probes`, by name) on
   learner objects, for actions only (give a module the checker's weights, count calls).
 
 Objects with no plain form stay here in a table; the grader gets handles to them.
@@ -24,13 +25,12 @@ by comparing it with references it computes itself.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import json
 import warnings
 from typing import Any
 
-from prenorm_course.exercises import wire
+from prenorm_lib.checks import probes, wire
 
 REPLY_MIME = "text/x-prenorm-reply"
 OUTPUT_CHARS = 2000
@@ -64,9 +64,7 @@ class Agent:
         try:
             body = getattr(self, f"_op_{request['op']}")(request)
         except Exception as exc:  # a failure of the agent itself, e.g. a result it cannot encode
-            from prenorm_lib.checks.core import error_facts
-
-            body = {"error": error_facts(exc)}
+            body = {"error": probes.error_facts(exc)}
         return json.dumps({"nonce": request.get("nonce"), **body})
 
     def _op_lookup(self, request: dict) -> dict:
@@ -79,8 +77,6 @@ class Agent:
         return wire.decode(request["args"], self.resolve), wire.decode(request["kwargs"], self.resolve)
 
     def _op_call(self, request: dict) -> dict:
-        from prenorm_lib.checks.core import error_facts
-
         target = self._objects[request["target"]]
         args, kwargs = self._arguments(request)
         inputs = dict(enumerate(args)) | kwargs
@@ -94,7 +90,7 @@ class Agent:
             except KeyboardInterrupt:  # the grader's interrupt after a timeout
                 raise
             except BaseException as exc:  # the learner's code may raise anything, SystemExit included
-                body = {"error": error_facts(exc)}
+                body = {"error": probes.error_facts(exc)}
         # every tensor argument as it is now: whether the call changed it is decided by the grader,
         # from these bytes and what it sent, not here with comparisons the learner's code could patch
         body["after"] = [[key, wire.encode(value)] for key, value in inputs.items() if _is_tensor(value)]
@@ -104,18 +100,14 @@ class Agent:
 
     def _op_facts(self, request: dict) -> dict:
         """Plain facts about one object (type names, parameter shapes, attribute tensors); no verdict."""
-        from prenorm_lib.checks.core import facts_of
-
         attributes = [a for a in request.get("attributes", []) if isinstance(a, str)]
-        return {"value": wire.encode(facts_of(self._objects[request["target"]], attributes))}
+        return {"value": wire.encode(probes.facts_of(self._objects[request["target"]], attributes))}
 
     def _op_probe(self, request: dict) -> dict:
-        module_name, _, qualname = request["function"].partition(":")
-        if not module_name.startswith("prenorm_lib.checks"):
-            raise ValueError(f"{request['function']} is not a course probe")
-        function: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            function = getattr(function, part)
+        name = request["function"]
+        if name not in probes.__all__:
+            raise ValueError(f"{name!r} is not a course probe")
+        function = getattr(probes, name)
         args, kwargs = self._arguments(request)
         return {"value": wire.encode(function(*args, **kwargs), self.keep)}
 

@@ -2,7 +2,7 @@
 
 A checker receives the learner's function as a ``RemoteObject``. Calling it sends the
 arguments (tensors, numbers, other handles) to the learner's process as plain data
-(:mod:`prenorm_course.exercises.wire`), the learner's code runs *there*, and only plain
+(:mod:`prenorm_lib.checks.wire`), the learner's code runs *there*, and only plain
 data comes back: the result, each tensor argument as it is after the call (compared here
 with what was sent, to name an input the call changed in place; never copied into the
 caller's tensors), what the call printed and warned. A learner's exception comes back as its type name, message
@@ -12,7 +12,7 @@ unfilled placeholder still reads as "not done".
 What the learner's process answers is data to be judged, never a verdict: a tampered
 process can at most return numbers, and a checker accepts numbers only if they match
 the reference it computed itself. ``Learner`` works over any ``send`` function: the
-kernel session in :mod:`prenorm_course.exercises.kernel`, or ``loopback`` (the agent in
+kernel session of the grader (``prenorm_course.exercises.kernel``), or ``loopback`` (the agent in
 this process, through the same JSON), which the tests use.
 """
 
@@ -23,7 +23,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from prenorm_course.exercises import wire
+from prenorm_lib.checks import wire
 
 __all__ = [
     "KernelProblem", "KernelStopped", "Learner", "LearnerError", "LearnerTimeout", "Missing", "NoAnswer",
@@ -228,7 +228,7 @@ def loopback(namespace: dict) -> Learner:
     For tests: everything a checker sees goes through encoding and decoding exactly as
     with a kernel, only the transport is a function call.
     """
-    from prenorm_course.exercises.agent import Agent
+    from prenorm_lib.checks.agent import Agent
 
     agent = Agent(namespace)
     return Learner(lambda request: json.loads(agent.handle(json.dumps(request))))
