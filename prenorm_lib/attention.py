@@ -60,6 +60,7 @@ class MultiHeadSelfAttention(nn.Module):
     ``k_norm`` normalise the whole (d_model,) projection, gain of size d_model, before the
     heads are split. Both act before RoPE rotates (a rotation keeps the norm anyway).
     ``norm_factory(size)``, if given, makes ``q_norm`` and ``k_norm`` in RMSNorm's place.
+    ``rope_fraction`` < 1 rotates only the fastest share of each head's pairs (partial RoPE).
     """
 
     def __init__(
@@ -73,6 +74,7 @@ class MultiHeadSelfAttention(nn.Module):
         device=None,
         dtype=None,
         norm_factory: Callable[[int], nn.Module] | None = None,
+        rope_fraction: float = 1.0,
     ):
         super().__init__()
         self.d_model = validation.positive_int("d_model", d_model)
@@ -91,7 +93,11 @@ class MultiHeadSelfAttention(nn.Module):
         if rope_theta is not None:
             if max_seq_len is None:
                 raise ValueError("max_seq_len is required when rope_theta is given (it sizes the RoPE cache)")
-            self.rope = RotaryPositionalEmbedding(rope_theta, self.d_head, max_seq_len, device=device)
+            self.rope = RotaryPositionalEmbedding(rope_theta, self.d_head, max_seq_len, device=device,
+                                                  rotated_fraction=rope_fraction)
+        # A module that scales each query by its position, for layers without RoPE: Llama 4's
+        # temperature (positions.LogLengthTemperature), installed by rope.extend_context. None: off.
+        self.query_temperature: nn.Module | None = None
         self.qk_norm = qk_norm_form(qk_norm)
         if self.qk_norm is not None:
             size = self.d_head if self.qk_norm == "per_head" else d_model
@@ -121,6 +127,8 @@ class MultiHeadSelfAttention(nn.Module):
             positions = None if token_positions is None else token_positions.unsqueeze(-2)  # (..., 1, T)
             q = self.rope(q, positions)
             k = self.rope(k, positions)
+        if self.query_temperature is not None:
+            q = self.query_temperature(q, None if token_positions is None else token_positions.unsqueeze(-2))
         return q, k
 
     def attention_logits(self, x: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:

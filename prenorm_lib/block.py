@@ -156,7 +156,9 @@ class TransformerBlock(nn.Module):
                              device=device, dtype=dtype)
 
         self.attn = MultiHeadSelfAttention(
-            d_model, config.num_heads, max_seq_len=config.context_length, rope_theta=config.rope_theta,
+            d_model, config.num_heads, max_seq_len=config.context_length,
+            rope_theta=config.rope_theta if config.layer_has_rope(layer_index) else None,  # a NoPE layer: None
+            rope_fraction=config.rope_fraction,
             qk_norm=config.qk_norm, eps=config.eps, norm_factory=qk_norm, device=device, dtype=dtype,
         )
         self.ffn = make_ffn(config.ffn, d_model, config.d_ff, device=device, dtype=dtype)

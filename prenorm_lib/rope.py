@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 
 import torch
 from torch import nn
 
 from prenorm_lib import functional, validation
+from prenorm_lib.positions import LogLengthTemperature
 
 
 class RotaryPositionalEmbedding(nn.Module):
@@ -271,7 +273,7 @@ def yarn_qk_scale(factor: float) -> float:
 
 def extend_context(model: nn.Module, context_length: int, scaling: str = "none", *,
                    yarn_alpha: float = YARN_ALPHA, yarn_beta: float = YARN_BETA,
-                   yarn_temperature: bool = True) -> nn.Module:
+                   yarn_temperature: bool = True, nope_temperature: Mapping[str, float] | None = None) -> nn.Module:
     """A copy of ``model`` (a TransformerLM) that reads ``context_length`` tokens, its weights untouched.
 
     RoPE has no weights, only a cos/sin cache sized for the training length L
@@ -289,6 +291,12 @@ def extend_context(model: nn.Module, context_length: int, scaling: str = "none",
 
     Partial RoPE (a module's ``rotated_fraction``) is kept: the pairs it leaves unrotated
     stay so. A model without RoPE (sinusoidal or no positions) accepts only ``"none"``.
+
+    ``nope_temperature`` (``{"floor_scale": …, "attn_scale": …}``) gives every attention layer
+    without positions — a model's NoPE layers (``nope_layer_interval``), or all of a model
+    without positions — Llama 4's log-length temperature on its queries
+    (:class:`~prenorm_lib.positions.LogLengthTemperature`), an inference-time option in
+    Meta's reference code (``attn_temperature_tuning``).
     """
     validation.positive_int("context_length", context_length)
     validation.choice("scaling", scaling, CONTEXT_SCALINGS)
@@ -308,8 +316,24 @@ def extend_context(model: nn.Module, context_length: int, scaling: str = "none",
                                                  yarn_alpha, yarn_beta, yarn_temperature))
     if scaling != "none" and not found:
         raise ValueError(f"scaling={scaling!r} rescales RoPE, but this model has none; use scaling='none'")
+    if nope_temperature is not None:
+        _add_nope_temperature(longer, nope_temperature)
     longer.context_length = context_length
     return longer
+
+
+def _add_nope_temperature(model: nn.Module, settings: Mapping[str, float]) -> None:
+    if not isinstance(settings, Mapping) or set(settings) - {"floor_scale", "attn_scale"}:
+        raise ValueError(f"nope_temperature must be a mapping with floor_scale (and attn_scale), got {settings!r}")
+    if getattr(getattr(model, "config", None), "positions", None) == "sinusoidal":
+        raise ValueError("nope_temperature scales the queries of layers without positions; this model's "
+                         "positions are sinusoidal (in its embeddings), so it has no such layer")
+    layers = [m for m in model.modules() if hasattr(m, "query_temperature") and getattr(m, "rope", 0) is None]
+    if not layers:
+        raise ValueError("nope_temperature scales the queries of layers without positions, and this model has none "
+                         "(build it with nope_layer_interval, or positions='none')")
+    for attention in layers:
+        attention.query_temperature = LogLengthTemperature(**settings)
 
 
 def _extended(rope: RotaryPositionalEmbedding, context_length: int, scaling: str, factor: float, trained: int,
