@@ -17,11 +17,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from ipywidgets import IntSlider, Layout, SelectionSlider
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedFormatter, FixedLocator, MaxNLocator, NullLocator
 from matplotlib.transforms import offset_copy
 
 from prenorm_lib import functional
-from prenorm_lib.lab.plotting import COLORS, OKABE_ITO, mean_band
+from prenorm_lib.lab.plotting import COLORS, CYCLE_COLORS, OKABE_ITO, mean_band
 from prenorm_lib.lab.sliders import LiveFigure
 from prenorm_lib.rope import RotaryPositionalEmbedding
 
@@ -540,13 +541,15 @@ def draw_extension_differences(panels: Mapping[str, Mapping[int, Mapping[str, ob
             bars = np.array([[c.mean - c.low for c in comparisons], [c.high - c.mean for c in comparisons]])
             marker, dash = EXTENSION_STYLES[method]
             ax.errorbar(np.log2(factors) + shift, means, yerr=bars, marker=marker, linestyle=dash, capsize=3,
-                        color=POSITION_COLORS[method], label=EXTENSION_LABELS[method])
+                        color=POSITION_COLORS[method])
         ax.set_xticks(np.log2(factors), [f"{f}" for f in factors])
         ax.set_xlabel("extension factor $s$")
         ax.set_title(text)
         ax.text(0.02, 0.02, "below 0: beats plain RoPE", transform=ax.transAxes, va="bottom")
     axes[0, 0].set_ylabel("loss difference beyond 32")
-    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
+    handles = [Line2D([], [], marker=EXTENSION_STYLES[m][0], linestyle=EXTENSION_STYLES[m][1],
+                      color=POSITION_COLORS[m], label=label) for m, label in EXTENSION_LABELS.items()]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3)
     fig.suptitle(title, fontweight="bold")
     return fig
 
@@ -570,6 +573,79 @@ def _example_extension_differences():
     from prenorm_lib.lab import experiments
 
     return draw_extension_differences(record_extension_differences(experiments.read("rope_extension")))
+
+
+# --- positions after 2024 (the experiment record rope_frontier) --------------------------------
+
+FRONTIER_ROWS = {  # (variant, reading) → the label of its row, top to bottom
+    ("rope", "interpolation"): "RoPE, position interpolation",
+    ("rope", "ntk"): "RoPE, NTK-aware Θ",
+    ("rope", "yarn"): "RoPE, YaRN",
+    ("p-rope 0.75", "as trained"): "partial RoPE, 3/4 rotated",
+    ("p-rope 0.5", "as trained"): "partial RoPE, 1/2 rotated",
+    ("p-rope 0.25", "as trained"): "partial RoPE, 1/4 rotated",
+    ("nope every 4th", "as trained"): "NoPE every 4th layer",
+    ("nope every 4th", "temperature"): "NoPE every 4th + Llama 4's temperature",
+}
+_FOREST_MARKERS = ("s", "^", "P", "o", "D", "v", "X", "*")
+
+
+def draw_frontier(panels: Mapping[str, Mapping[str, object]],
+                  title: str = "Paired over seeds: each variant minus RoPE (4 blocks, trained at 32)"):
+    """A forest plot per panel: each row's paired difference from RoPE, the mean and its 95 % interval.
+
+    ``panels[title][row_label]`` is a :class:`~prenorm_lib.lab.stats.PairedComparison` (variant −
+    RoPE); a row missing from a panel is left empty there. Rows keep one marker across panels, and
+    their labels stand on the left, so the figure reads without colour.
+    """
+    present = {label for rows in panels.values() for label in rows}
+    labels = [label for label in FRONTIER_ROWS.values() if label in present]
+    labels += sorted(present - set(labels))  # rows of no known variant, after those
+    fig, axes = plt.subplots(1, len(panels), figsize=(11.0, 0.42 * len(labels) + 1.8), sharey=True, squeeze=False)
+    y = np.arange(len(labels))[::-1]
+    for i, (ax, (panel, rows)) in enumerate(zip(axes[0], panels.items(), strict=True)):
+        ax.axvline(0.0, color=COLORS["reference"], linewidth=1.0)
+        for row, label in enumerate(labels):
+            if label not in rows:
+                continue
+            c = rows[label]
+            ax.errorbar([c.mean], [y[row]], xerr=[[c.mean - c.low], [c.high - c.mean]], capsize=3,
+                        marker=_FOREST_MARKERS[row % len(_FOREST_MARKERS)], color=CYCLE_COLORS[row % len(CYCLE_COLORS)],
+                        linestyle="none")
+        ax.set_title(panel)
+        ax.set_xlabel("loss difference from RoPE")
+        ax.xaxis.set_major_locator(MaxNLocator(4))
+        if i == 0:
+            ax.set_yticks(y, labels)
+    fig.suptitle(title, fontweight="bold")
+    return fig
+
+
+def record_frontier(record, factor: int = 2) -> dict[str, dict[str, object]]:
+    """The three panels of :func:`draw_frontier` from a record of ``rope_frontier``, paired over seeds."""
+    from prenorm_lib.lab.experiments.rope_frontier import finals, mean_loss
+    from prenorm_lib.lab.stats import paired
+
+    final = finals(record)
+    inside = {FRONTIER_ROWS[variant, "as trained"]: paired(final[variant], final["rope"], a_name=variant,
+                                                            b_name="rope", what="validation loss at 32")
+              for variant in record.config["variants"] if (variant, "as trained") in FRONTIER_ROWS}
+    base = {stage: mean_loss(record, "rope", "as trained", factor, stage) for stage in ("before", "after")}
+    beyond = {stage: {label: paired(mean_loss(record, variant, reading, factor, stage), base[stage],
+                                    a_name=label, b_name="RoPE as trained", what=f"beyond 32, {stage}")
+                      for (variant, reading), label in FRONTIER_ROWS.items()
+                      if reading in record.config["readings"].get(variant, ())}
+              for stage in ("before", "after")}
+    length = record.config["trained_length"] * factor
+    return {"validation loss at 32": inside,
+            f"read at {length} (32 … {length - 1})": beyond["before"],
+            f"after {record.config['finetune_steps']} updates at {length}": beyond["after"]}
+
+
+def _example_frontier():
+    from prenorm_lib.lab import experiments
+
+    return draw_frontier(record_frontier(experiments.read("rope_frontier")))
 
 
 def _record_example():
