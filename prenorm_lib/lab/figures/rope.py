@@ -563,7 +563,7 @@ def record_extension_differences(record, stage: str = "after") -> dict[str, dict
     return {text: {factor: {method: paired(mean_loss(record, text, factor, method, stage),
                                            mean_loss(record, text, factor, "plain", stage),
                                            a_name=EXTENSION_LABELS[method], b_name="plain RoPE",
-                                           what=f"{text}, s = {factor}, beyond 32, {stage}")
+                                           what=f"{text}, s = {factor}")
                             for method in EXTENSION_LABELS}
                    for factor in config["factors"]}
             for text in config["texts"]}
