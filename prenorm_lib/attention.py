@@ -138,6 +138,7 @@ class MultiHeadSelfAttention(nn.Module):
 
     ``num_kv_heads`` (default ``num_heads``) and ``kv_cache`` (default None) are the
     inference options of the module docstring: grouped-query attention and the KV cache.
+    ``rope_fraction`` < 1 rotates only the fastest share of each head's pairs (partial RoPE).
     """
 
     def __init__(
@@ -154,6 +155,7 @@ class MultiHeadSelfAttention(nn.Module):
         norm_factory: Callable[[int], nn.Module] | None = None,
         gate: str | None = None,
         sink: bool = False,
+        rope_fraction: float = 1.0,
     ):
         super().__init__()
         self.d_model = validation.positive_int("d_model", d_model)
@@ -178,7 +180,11 @@ class MultiHeadSelfAttention(nn.Module):
         if rope_theta is not None:
             if max_seq_len is None:
                 raise ValueError("max_seq_len is required when rope_theta is given (it sizes the RoPE cache)")
-            self.rope = RotaryPositionalEmbedding(rope_theta, self.d_head, max_seq_len, device=device)
+            self.rope = RotaryPositionalEmbedding(rope_theta, self.d_head, max_seq_len, device=device,
+                                                  rotated_fraction=rope_fraction)
+        # A module that scales each query by its position, for layers without RoPE: Llama 4's
+        # temperature (positions.LogLengthTemperature), installed by rope.extend_context. None: off.
+        self.query_temperature: nn.Module | None = None
         self.qk_norm = qk_norm_form(qk_norm)
         if self.qk_norm is not None:
             size = self.d_head if self.qk_norm == "per_head" else d_model
@@ -226,6 +232,8 @@ class MultiHeadSelfAttention(nn.Module):
             positions = None if token_positions is None else token_positions.unsqueeze(-2)  # (..., 1, T)
             q = self.rope(q, positions)
             k = self.rope(k, positions)
+        if self.query_temperature is not None:
+            q = self.query_temperature(q, None if token_positions is None else token_positions.unsqueeze(-2))
         return q, k
 
     def attention_logits(self, x: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:

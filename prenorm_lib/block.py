@@ -152,7 +152,9 @@ class TransformerBlock(nn.Module):
                              device=device, dtype=dtype)
 
         self.attn = MultiHeadSelfAttention(
-            d_model, config.num_heads, max_seq_len=config.context_length, rope_theta=config.rope_theta,
+            d_model, config.num_heads, max_seq_len=config.context_length,
+            rope_theta=config.rope_theta if config.layer_has_rope(layer_index) else None,  # a NoPE layer: None
+            rope_fraction=config.rope_fraction,
             qk_norm=config.qk_norm, eps=config.eps, norm_factory=lambda size: norm("attention", size),
             device=device, dtype=dtype, gate=config.attn_gate, sink=config.attn_sink,
         )

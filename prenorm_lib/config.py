@@ -131,6 +131,12 @@ class ModelConfig:
     # the embeddings; "none" gives none. rope_theta=None is the older spelling of "none".
     rope_theta: float | None = 10000.0
     positions: str = "rope"
+    # Partial RoPE (Barbero et al.'s p-RoPE): the share of each head's pairs RoPE rotates, the
+    # fastest ⌊p · d_head/2⌋; the others pass unrotated. 1: RoPE; 0: nothing rotated.
+    rope_fraction: float = 1.0
+    # A layer without positions every n-th, counting layers from 1 (the others RoPE): Llama 4's
+    # nope_layer_interval and SmolLM3's no_rope_layer_interval, both 4. None: RoPE in every layer.
+    nope_layer_interval: int | None = None
     # The block: the norm placement (a row of PLACEMENTS), the feed-forward network, RMSNorm's ε.
     norm: str = "pre"
     ffn: str = "swiglu"
@@ -182,9 +188,38 @@ class ModelConfig:
             validation.choice("attn_gate", self.attn_gate, GATES)
         if not isinstance(self.attn_sink, bool):
             raise TypeError(f"attn_sink must be True or False, got {self.attn_sink!r}")
+        self._check_positions()
         self._check_normaliser(PLACEMENTS[placement])
         self._check_mix_ln()
         self._check_residual_scaling(PLACEMENTS[placement])
+
+    def _check_positions(self) -> None:
+        fraction, interval = self.rope_fraction, self.nope_layer_interval
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+            raise ValueError(f"rope_fraction must be a share in [0, 1] (of each head's pairs rotated), "
+                             f"got {fraction!r}")
+        if interval is not None:
+            validation.positive_int("nope_layer_interval", interval)
+            if interval == 1:
+                raise ValueError("nope_layer_interval=1 removes RoPE from every layer: that is positions='none'")
+            if interval > self.num_layers:
+                raise ValueError(f"nope_layer_interval={interval} leaves no layer without positions in "
+                                 f"num_layers={self.num_layers}; use more layers or a smaller interval")
+        changed = [name for name, value, default in (("rope_fraction", fraction, 1.0),
+                                                     ("nope_layer_interval", interval, None)) if value != default]
+        if changed and self.positions != "rope":
+            raise ValueError(f"{changed[0]} changes where RoPE turns; with positions={self.positions!r} it would "
+                             f"change nothing, got {getattr(self, changed[0])!r}")
+
+    def layer_has_rope(self, layer_index: int) -> bool:
+        """Whether block ``layer_index`` (0 … L − 1) rotates its queries and keys: RoPE, and not a NoPE layer.
+
+        With ``nope_layer_interval`` n, block ℓ = layer_index + 1 has no positions when n divides ℓ,
+        as in Llama 4's reference code (``(layer_id + 1) % nope_layer_interval == 0``).
+        """
+        if self.positions != "rope":
+            return False
+        return self.nope_layer_interval is None or (layer_index + 1) % self.nope_layer_interval != 0
 
     def _check_normaliser(self, placement: Placement) -> None:
         validation.choice("normaliser", self.normaliser, NORMALISERS)

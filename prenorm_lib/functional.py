@@ -33,6 +33,7 @@ __all__ = [
     "rms_norm",
     "prms_norm",
     "rope_angles",
+    "rotated_pairs",
     "scaled_dot_product_attention",
     "silu",
     "softmax",
@@ -324,13 +325,17 @@ def _broadcasts_to(shape: torch.Size, target: torch.Size, at_least: int = 2) -> 
         return False
 
 
-def rope_angles(theta: float, d_k: int, max_seq_len: int) -> torch.Tensor:
+def rope_angles(theta: float, d_k: int, max_seq_len: int, rotated_fraction: float = 1.0) -> torch.Tensor:
     """Rotation angles (max_seq_len, d_k // 2): position i, pair k turns by i · theta^(-2k/d_k).
 
     Pair 0 turns by one radian per position (a fast clock); the last pair, k = d_k/2 − 1,
     by theta^(−(d_k−2)/d_k) (a slow clock; close to theta⁻¹ only for large d_k).
     Computed in float64 so that large positions keep their accuracy before the cast to
     float32.
+
+    ``rotated_fraction`` p < 1 is partial RoPE as Barbero et al. (2025) define p-RoPE: only
+    the fastest ⌊p · d_k/2⌋ pairs turn, at their usual speeds; the slower pairs get speed 0,
+    so their angle is 0 at every position (they are not rotated). p = 0 rotates nothing.
     """
     validation.positive_float("theta", theta)
     validation.positive_int("d_k", d_k)
@@ -338,8 +343,18 @@ def rope_angles(theta: float, d_k: int, max_seq_len: int) -> torch.Tensor:
     if d_k % 2:
         raise ValueError(f"d_k must be even for RoPE (it rotates pairs of dimensions), got {d_k}")
     inv_freq = theta ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)  # (d_k/2,)
+    inv_freq[rotated_pairs(d_k, rotated_fraction):] = 0.0  # p-RoPE: the slowest pairs stand still
     positions = torch.arange(max_seq_len, dtype=torch.float64)  # (max_seq_len,)
     return torch.outer(positions, inv_freq)  # (max_seq_len, d_k/2)
+
+
+def rotated_pairs(d_k: int, rotated_fraction: float) -> int:
+    """How many of the d_k/2 pairs partial RoPE turns: ⌊rotated_fraction · d_k/2⌋, the fastest ones."""
+    if isinstance(rotated_fraction, bool) or not isinstance(rotated_fraction, (int, float)):
+        raise TypeError(f"rotated_fraction must be a number in [0, 1], got {rotated_fraction!r}")
+    if not 0.0 <= rotated_fraction <= 1.0:
+        raise ValueError(f"rotated_fraction must lie in [0, 1] (the share of pairs rotated), got {rotated_fraction}")
+    return int(rotated_fraction * (d_k // 2) + 1e-9)  # floor, robust to 0.75 · 8 = 5.999…
 
 
 def apply_rope(

@@ -9,6 +9,10 @@ The angles p · 10000^(−2i/d) are exactly RoPE's (``functional.rope_angles``):
 schemes use the same clocks. Vaswani et al. write the clocks' readings into the input,
 once, where every later layer must carry them along; RoPE turns the queries and keys of
 every attention layer by them, so only the offset between two positions reaches a score.
+
+Also here: Llama 4's attention temperature for its layers without positions
+(:class:`LogLengthTemperature`), which multiplies each query by a factor that grows with
+the logarithm of its position.
 """
 
 from __future__ import annotations
@@ -60,3 +64,47 @@ class SinusoidalPositions(nn.Module):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, base={self.base:g}"
+
+
+def log_length_scale(positions: torch.Tensor, floor_scale: float, attn_scale: float = 0.1) -> torch.Tensor:
+    """Llama 4's query scale at integer ``positions`` (...,): log(⌊(p + 1)/floor_scale⌋ + 1) · attn_scale + 1.
+
+    As Meta's reference code (``models/llama4/model.py``, ``Attention.forward``) computes it for
+    its NoPE layers when ``attn_temperature_tuning`` is on, with ``floor_scale`` 8192 and
+    ``attn_scale`` 0.1 by default (``args.py``): 1 for positions below floor_scale − 1, then
+    rising by steps with the log of the position. float32, (...,).
+    """
+    validation.tensor("positions", positions)
+    if positions.is_floating_point() or positions.dtype == torch.bool:
+        raise TypeError(f"positions must be an integer tensor, got dtype {positions.dtype}")
+    validation.positive_float("floor_scale", floor_scale)
+    validation.positive_float("attn_scale", attn_scale)
+    steps = torch.floor((positions.to(torch.float32) + 1.0) / floor_scale)
+    return torch.log(steps + 1.0) * attn_scale + 1.0
+
+
+class LogLengthTemperature(nn.Module):
+    """Multiplies queries at position p by :func:`log_length_scale` (p): Llama 4's temperature for NoPE layers.
+
+    Only queries are scaled (every logit of the query at p by the same factor): a sharper
+    softmax the further the query sits, where a longer prefix spreads attention thinner.
+    No parameters.
+    """
+
+    def __init__(self, floor_scale: float, attn_scale: float = 0.1):
+        super().__init__()
+        self.floor_scale = validation.positive_float("floor_scale", floor_scale)
+        self.attn_scale = validation.positive_float("attn_scale", attn_scale)
+
+    def forward(self, q: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:
+        """``q`` (..., seq_len, d) times the scale of its positions (default 0 … seq_len − 1)."""
+        validation.floating("q", q)
+        if q.ndim < 2:
+            raise ValueError(f"q must be (..., seq_len, d), got shape {tuple(q.shape)}")
+        if token_positions is None:
+            token_positions = torch.arange(q.shape[-2], device=q.device)  # (seq_len,)
+        scale = log_length_scale(token_positions, self.floor_scale, self.attn_scale)  # (..., seq_len)
+        return q * scale.to(q.dtype)[..., None]  # (..., seq_len, d)
+
+    def extra_repr(self) -> str:
+        return f"floor_scale={self.floor_scale:g}, attn_scale={self.attn_scale:g}"

@@ -9,7 +9,9 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
+import torch
 
 from prenorm_lib.lab.figures import rope
 from prenorm_lib.lab.sliders import LiveFigure
@@ -59,3 +61,33 @@ def test_long_term_decay_is_roformers_sum_written_out():
     computed = rope.long_term_decay(d, max(distances))
     assert [round(computed[r].item(), 12) for r in distances] == [round(v, 12) for v in by_hand]
     assert rope.long_term_decay(128, 0)[0].item() == pytest.approx(32.5)  # every |S_j| = j at distance 0
+
+
+def test_partial_rope_in_the_decay_bound_is_the_sum_with_still_pairs():
+    # θ_i = 0 for the pairs partial RoPE leaves unrotated: their terms are 1 at every distance.
+    import cmath
+
+    d, kept, distances = 8, 2, (0, 3, 40)
+    theta = [10000.0 ** (-2 * i / d) if i < kept else 0.0 for i in range(d // 2)]
+    by_hand = [sum(abs(sum(cmath.exp(1j * r * theta[i]) for i in range(j))) for j in range(1, d // 2 + 1)) / (d // 2)
+               for r in distances]
+    computed = rope.long_term_decay(d, max(distances), rotated_fraction=0.5)
+    assert [round(computed[r].item(), 12) for r in distances] == [round(v, 12) for v in by_hand]
+    assert torch.allclose(rope.long_term_decay(128, 300, rotated_fraction=0.0), torch.tensor(32.5, dtype=torch.float64))
+    assert torch.equal(rope.long_term_decay(16, 50, rotated_fraction=1.0), rope.long_term_decay(16, 50))
+
+
+def test_the_fraction_rotated_slider_is_labelled_and_moves_the_pairs():
+    live = rope.theta_slider()
+    fraction = live.controls["rotated_fraction"]
+    assert fraction.description == "fraction rotated" and fraction.tooltip == "fraction rotated = 1"
+    wave, unrotated = (line for line in live.fig.axes[0].get_lines() if line.get_marker() in ("o", "X"))
+    assert len(wave.get_xdata()) == 8 and len(unrotated.get_xdata()) == 0
+    live.set(rotated_fraction=0.25)
+    assert fraction.tooltip == "fraction rotated = 0.25"
+    assert list(wave.get_xdata()) == [0, 1] and list(unrotated.get_xdata()) == [2, 3, 4, 5, 6, 7]
+    decay = live.fig.axes[1].get_lines()[1]
+    assert np.array_equal(decay.get_ydata(), rope.long_term_decay(128, 512, rotated_fraction=0.25).numpy())
+    assert "2 of 8 pairs rotated" in live.fig.axes[0].get_title()
+    assert "fraction rotated" in live.description
+    plt.close(live.fig)

@@ -78,7 +78,7 @@ CASES = [
          "(4, 6)", "2 × rotations.shape[-1] = 8", id="rotate_complex-shape"),
     case(lambda: ntk_theta(1e4, 2, 2.0), ValueError, "d_k", "2", id="ntk_theta-d_k-too-small"),
     case(lambda: ntk_theta(1e4, 16, 0.0), ValueError, "factor", "0", id="ntk_theta-zero-factor"),
-    case(lambda: extend_context(lm(), 24, "yarn"), ValueError, "scaling", "'yarn'", id="extend-unknown-scaling"),
+    case(lambda: extend_context(lm(), 24, "linear"), ValueError, "scaling", "'linear'", id="extend-unknown-scaling"),
     case(lambda: extend_context(lm(), 6), ValueError, "context_length", "12", "6", id="extend-shorter"),
     case(lambda: extend_context(RMSNorm(8), 24), TypeError, "model", "RMSNorm", id="extend-not-a-model"),
     case(lambda: extend_context(lm(positions="none"), 24, "interpolation"), ValueError, "scaling",

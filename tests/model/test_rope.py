@@ -7,6 +7,8 @@ pairings are one rotation in two storage orders.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from hypothesis import given
@@ -16,6 +18,8 @@ from torch.testing import assert_close
 from prenorm_lib import functional
 from prenorm_lib.model import TransformerLM
 from prenorm_lib.rope import (
+    YARN_ALPHA,
+    YARN_BETA,
     RotaryPositionalEmbedding,
     complex_rotations,
     extend_context,
@@ -23,6 +27,8 @@ from prenorm_lib.rope import (
     ntk_theta,
     rotate_complex,
     rotation_matrix,
+    yarn_qk_scale,
+    yarn_speeds,
 )
 
 seeds = st.integers(0, 2**16)
@@ -334,3 +340,159 @@ def test_ntk_scaling_changes_theta_only():
 def test_extend_context_refuses_a_shorter_context():
     with pytest.raises(ValueError, match="context_length must be >= the model's context_length=12, got 8"):
         extend_context(small_lm(), 8)
+
+
+# ---- the CS336 handout's angle ---------------------------------------------------------------
+
+
+def test_the_module_matches_the_handouts_own_rope_test():
+    """The handout's test_rope snapshot (spring 2025, tests/_snapshots/test_rope.npz), a few of its numbers.
+
+    Its fixture: torch.manual_seed(4), x = randn(4, 12, 64), Θ = 10000, positions 0 … 11. These
+    are output[0, 11, 2:10], pairs 1 to 4 at position 11. The handout's text (v1.0.2, §3.5.3)
+    prints θ_{i,k} = i/Θ^{2k/d} for k from 1; its test follows i/Θ^{(2k−2)/d}, as the course does.
+    """
+    snapshot = torch.tensor([0.84364164, -2.2138076, -0.55039316, -1.3621452,
+                             0.72741777, 0.4164139, 0.9333887, -2.2188501])
+    torch.manual_seed(4)
+    x = torch.randn(4, 12, 64)
+    ours = RotaryPositionalEmbedding(10000.0, 64, 12)(x, torch.arange(12))
+    assert_close(ours[0, 11, 2:10], snapshot, rtol=0, atol=1e-6)
+    k = torch.arange(1, 33, dtype=torch.float64)  # the text's k ∈ {1, …, d/2}
+    as_printed = torch.outer(torch.arange(12, dtype=torch.float64), 10000.0 ** (-2 * k / 64))  # i / Θ^(2k/d)
+    printed = functional.apply_rope(x, as_printed.cos().float(), as_printed.sin().float())
+    assert (printed[0, 11, 2:10] - snapshot).abs().max() > 0.1  # the formula as printed fails that test
+
+
+# ---- partial RoPE (p-RoPE) -------------------------------------------------------------------
+
+
+def p_rope_reference(x: torch.Tensor, positions: torch.Tensor, theta: float, p: float) -> torch.Tensor:
+    """Barbero et al.'s p-RoPE written out: the first ⌊p·d/2⌋ pairs keep timescale Θ^(2k/d), the rest ∞."""
+    d_k = x.shape[-1]
+    kept = int(p * d_k // 2)
+    timescale = [theta ** (2 * k / d_k) if k < kept else float("inf") for k in range(d_k // 2)]
+    angles = positions.to(torch.float64)[..., None] / torch.tensor(timescale, dtype=torch.float64)
+    pairs = torch.view_as_complex(x.to(torch.float64).reshape(*x.shape[:-1], d_k // 2, 2).contiguous())
+    return torch.view_as_real(pairs * torch.polar(torch.ones_like(angles), angles)).flatten(-2).to(x.dtype)
+
+
+@pytest.mark.parametrize("pairing", ["interleaved", "half"])
+@given(p=st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]), d_k=st.sampled_from([4, 8, 16, 64]), seed=seeds)
+def test_partial_rope_rotates_only_the_fastest_pairs(pairing, p, d_k, seed):
+    torch.manual_seed(seed)
+    x, positions = torch.randn(3, 9, d_k), torch.randint(0, 200, (9,))
+    partial = RotaryPositionalEmbedding(10000.0, d_k, 200, rotated_fraction=p, pairing=pairing)
+    if pairing == "interleaved":
+        assert_close(partial(x, positions), p_rope_reference(x, positions, 10000.0, p), rtol=1e-5, atol=1e-5)
+    else:  # the same rotation in the half-split storage order
+        perm = interleaved_to_half_permutation(d_k)
+        expected = p_rope_reference(x, positions, 10000.0, p)[..., perm]
+        assert_close(partial(x[..., perm], positions), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_partial_rope_leaves_the_slow_pairs_alone_and_keeps_the_rest():
+    x = torch.randn(5, 16)
+    positions = torch.arange(5) * 37
+    partial = RotaryPositionalEmbedding(10000.0, 16, 256, rotated_fraction=0.25)(x, positions)
+    plain = RotaryPositionalEmbedding(10000.0, 16, 256)(x, positions)
+    assert_close(partial[:, 4:], x[:, 4:], rtol=0, atol=0)  # pairs 2 … 7: not rotated, at every position
+    assert_close(partial[:, :4], plain[:, :4])  # pairs 0 and 1: RoPE's own fastest clocks
+    assert (partial[:, 4:] - plain[:, 4:]).abs().max() > 1e-2
+    nothing = RotaryPositionalEmbedding(10000.0, 16, 256, rotated_fraction=0.0)(x, positions)
+    assert_close(nothing, x, rtol=0, atol=0)  # p = 0 is no positions at all (NoPE)
+    assert functional.rope_angles(10000.0, 16, 3, 0.75)[2].count_nonzero() == 6
+    assert functional.rotated_pairs(16, 0.75) == 6 and functional.rotated_pairs(8, 0.5) == 2
+
+
+@pytest.mark.parametrize(("fraction", "error"), [(1.5, ValueError), (-0.1, ValueError), ("half", TypeError),
+                                                 (True, TypeError)])
+def test_rotated_fraction_must_be_a_share(fraction, error):
+    with pytest.raises(error, match="rotated_fraction must"):
+        RotaryPositionalEmbedding(10000.0, 8, 16, rotated_fraction=fraction)
+
+
+# ---- YaRN (Peng et al. 2023, §3.2 and §3.4) -----------------------------------------------------
+
+
+def yarn_by_hand(theta: float, d_k: int, s: float, L: int, alpha: float, beta: float) -> list[float]:
+    """Eqs. 13, 17, 18, 20 of the paper, one pair at a time, in plain Python."""
+    speeds = []
+    for d in range(d_k // 2):
+        theta_d = theta ** (-2 * d / d_k)
+        r = L / (2 * math.pi / theta_d)  # r(d) = L / λ_d
+        gamma = 0.0 if r < alpha else 1.0 if r > beta else (r - alpha) / (beta - alpha)
+        speeds.append((1 - gamma) * theta_d / s + gamma * theta_d)
+    return speeds
+
+
+@pytest.mark.parametrize(("d_k", "s", "L", "alpha", "beta"),
+                         [(16, 2.0, 32, 1.0, 32.0), (16, 4.0, 32, 1.0, 4.0), (128, 16.0, 4096, 1.0, 32.0),
+                          (64, 8.0, 2048, 2.0, 16.0)])
+def test_yarn_speeds_are_the_papers_ntk_by_parts(d_k, s, L, alpha, beta):
+    ours = yarn_speeds(10000.0, d_k, s, L, alpha, beta)
+    assert ours.tolist() == pytest.approx(yarn_by_hand(10000.0, d_k, s, L, alpha, beta), rel=1e-12)
+
+
+def test_yarn_keeps_fast_pairs_interpolates_slow_ones_and_blends_between():
+    # Llama's values at L = 4096, d = 128: pairs turning > 32 times keep their speed, < once are θ/s.
+    d_k, s, L = 128, 8.0, 4096
+    plain = functional.rope_angles(10000.0, d_k, 2)[1]
+    turns = L * plain / (2 * math.pi)
+    ours = yarn_speeds(10000.0, d_k, s, L)
+    assert torch.equal(ours[turns > YARN_BETA], plain[turns > YARN_BETA])
+    assert_close(ours[turns < YARN_ALPHA], plain[turns < YARN_ALPHA] / s, rtol=1e-12, atol=0)
+    between = (turns >= YARN_ALPHA) & (turns <= YARN_BETA)
+    assert between.any() and bool(((ours[between] > plain[between] / s) & (ours[between] < plain[between])).all())
+    assert_close(yarn_speeds(10000.0, d_k, 1.0, L), plain, rtol=1e-15, atol=0)  # s = 1: RoPE itself
+
+
+def test_yarn_temperature_is_the_papers_and_divides_the_logits_by_t():
+    assert yarn_qk_scale(1.0) == 1.0 and yarn_qk_scale(0.5) == 1.0
+    assert yarn_qk_scale(16.0) == pytest.approx(0.1 * math.log(16.0) + 1)  # √(1/t), Eq. 22
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 3, 16), torch.randn(1, 3, 16)
+    positions = torch.tensor([0, 5, 9])
+    scaled = RotaryPositionalEmbedding(10000.0, 16, 32, qk_scale=yarn_qk_scale(4.0))
+    plain = RotaryPositionalEmbedding(10000.0, 16, 32)
+    logits = scaled(q, positions) @ scaled(k, positions).transpose(-2, -1)
+    inverse_t = (0.1 * math.log(4.0) + 1) ** 2  # 1/t
+    assert_close(logits, inverse_t * (plain(q, positions) @ plain(k, positions).transpose(-2, -1)))
+
+
+def test_extend_context_with_yarn_sets_the_speeds_and_the_temperature():
+    model = small_lm()  # context 12, d_k = 4: turns within 12 are 1.9 and 0.019, both below β = 32
+    longer = extend_context(model, 48, "yarn", yarn_alpha=1.0, yarn_beta=1.5)
+    rope = longer.layers[0].attn.rope
+    assert rope.max_seq_len == 48 and rope.qk_scale == pytest.approx(0.1 * math.log(4.0) + 1)
+    assert_close(rope.speeds, yarn_speeds(10000.0, 4, 4.0, 12, 1.0, 1.5))
+    assert rope.speeds[0] == 1.0 and rope.speeds[1] == pytest.approx(0.01 / 4)  # kept; interpolated
+    cold = extend_context(model, 48, "yarn", yarn_temperature=False).layers[0].attn.rope
+    assert cold.qk_scale == 1.0
+    with pytest.raises(ValueError, match="already rescaled"):
+        extend_context(longer, 96, "yarn")
+    assert extend_context(longer, 96).layers[0].attn.rope.qk_scale == rope.qk_scale  # "none" keeps it all
+
+
+def test_extend_context_keeps_partial_rope():
+    model = small_lm()
+    for block in model.layers:
+        block.attn.rope = RotaryPositionalEmbedding(10000.0, 4, 12, rotated_fraction=0.5)
+    for scaling in ("none", "interpolation", "ntk", "yarn"):
+        rope = extend_context(model, 24, scaling).layers[1].attn.rope
+        assert rope.rotated_fraction == 0.5 and torch.equal(rope.sin[:, 1], torch.zeros(24)), scaling
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"speeds": torch.ones(3)}, r"speeds must be a float tensor of shape \(d_k/2,\) = \(4,\)"),
+    ({"speeds": torch.tensor([1.0, -1.0, 0.1, 0.0])}, "speeds must be finite and >= 0"),
+    ({"qk_scale": 0.0}, "qk_scale must be a finite number > 0"),
+])
+def test_bad_speeds_and_scales_are_named(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RotaryPositionalEmbedding(10000.0, 8, 16, **kwargs)
+
+
+def test_yarn_refuses_a_ramp_that_runs_backwards():
+    with pytest.raises(ValueError, match="beta must be larger than alpha"):
+        yarn_speeds(10000.0, 16, 2.0, 32, alpha=4.0, beta=2.0)

@@ -17,11 +17,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from ipywidgets import IntSlider, Layout, SelectionSlider
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedFormatter, FixedLocator, MaxNLocator, NullLocator
 from matplotlib.transforms import offset_copy
 
 from prenorm_lib import functional
-from prenorm_lib.lab.plotting import COLORS, mean_band
+from prenorm_lib.lab.plotting import COLORS, CYCLE_COLORS, OKABE_ITO, mean_band
 from prenorm_lib.lab.sliders import LiveFigure
 from prenorm_lib.rope import RotaryPositionalEmbedding
 
@@ -33,13 +34,17 @@ POSITION_COLORS = {
     "none": COLORS["none"],
     "interpolation": COLORS["silu"],
     "ntk": COLORS["swiglu"],
+    "yarn": OKABE_ITO["orange"],
 }
 POSITION_LABELS = {"rope": "RoPE", "sinusoidal": "absolute sinusoidal", "none": "no positions"}
 # Θ values for the slider: from far too small to Llama 3's 500 000.
 THETA_CHOICES = (100.0, 1_000.0, 10_000.0, 100_000.0, 500_000.0, 1_000_000.0)
+# Fractions of pairs partial RoPE rotates: none (NoPE), Gemma 4's global layers' 0.25, half, Barbero et al.'s
+# 0.75, all (RoPE).
+FRACTION_CHOICES = (0.0, 0.25, 0.5, 0.75, 1.0)
 _CIRCLE = np.exp(1j * np.linspace(0.0, 2.0 * np.pi, 97))  # unit circle, drawn once per clock
 _SLIDER_LAYOUT = Layout(width="420px")
-_SLIDER_STYLE = {"description_width": "110px"}
+_SLIDER_STYLE = {"description_width": "120px"}
 
 
 def spaced(number: float) -> str:
@@ -335,15 +340,19 @@ def draw_cost_ratios(d_ks, time_ratios, memory_ratios):
 
 # --- long-term decay and the choice of Θ ------------------------------------------------------
 
-def long_term_decay(d: int = 128, max_distance: int = 256, base: float = 10000.0) -> torch.Tensor:
+def long_term_decay(d: int = 128, max_distance: int = 256, base: float = 10000.0,
+                    rotated_fraction: float = 1.0) -> torch.Tensor:
     """RoFormer's bound (1/(d/2))·Σ_{j=1}^{d/2} |S_j| for distances 0 … max_distance, float64.
 
     RoFormer §3.4.3 states S_j = Σ_{i=0}^{j−1} e^{i(m−n)θ_i} "by setting θ_i = 10000^{−2i/d}":
     i from 0, j terms. The paper gives no d and no value of the curve, so what this computes
     at a given d is the course's own arithmetic from that formula, not numbers of the paper.
+    With ``rotated_fraction`` p < 1 (partial RoPE) the slow θ_i beyond the first ⌊p·d/2⌋ are 0:
+    their terms are 1 at every distance, a part of the score that position does not touch.
     """
     i = torch.arange(d // 2, dtype=torch.float64)  # (d/2,)
     theta = base ** (-2.0 * i / d)
+    theta[functional.rotated_pairs(d, rotated_fraction):] = 0.0  # partial RoPE: unrotated pairs
     distance = torch.arange(max_distance + 1, dtype=torch.float64)  # (D,)
     terms = torch.polar(torch.ones(len(distance), len(i), dtype=torch.float64), torch.outer(distance, theta))
     partial = terms.cumsum(dim=1)  # (D, d/2): column j−1 holds S_j, the sum of the first j terms
@@ -363,17 +372,21 @@ def draw_long_term_decay(d: int = 128, max_distance: int = 256):
     return fig
 
 
-def theta_effects(thetas: Sequence[float] = THETA_CHOICES, d_k: int = 16, context: int = 32, d: int = 128,
-                  max_distance: int = 512, reference: float = 10000.0):
-    """The figure of :func:`theta_slider` and its ``update(theta)``: wavelengths and long-term decay.
+def theta_effects(thetas: Sequence[float] = THETA_CHOICES, fractions: Sequence[float] = FRACTION_CHOICES,
+                  d_k: int = 16, context: int = 32, d: int = 128, max_distance: int = 512,
+                  reference: float = 10000.0):
+    """The figure of :func:`theta_slider` and its ``update(theta, rotated_fraction)``: wavelengths and decay.
 
     Left, the wavelength of each of the d_k/2 pairs (the course model's heads have
-    d_k = 16); right, RoFormer's decay bound for d = 128. Grey dashes keep Θ =
-    ``reference`` in view. Every curve for every Θ in ``thetas`` is computed here, once;
-    a move only swaps data and titles.
+    d_k = 16); a pair that partial RoPE leaves unrotated has no wavelength and is drawn as a
+    cross on the "not rotated" line at the top. Right, RoFormer's decay bound for d = 128,
+    with the same fraction of its pairs rotated. Grey dashes keep Θ = ``reference``, every
+    pair rotated, in view. Every curve for every Θ and fraction is computed here, once; a
+    move only swaps data and titles.
     """
     waves = {theta: wavelengths(theta, d_k).numpy() for theta in (*thetas, reference)}
-    decays = {theta: long_term_decay(d, max_distance, base=theta).numpy() for theta in (*thetas, reference)}
+    decays = {(theta, p): long_term_decay(d, max_distance, base=theta, rotated_fraction=p).numpy()
+              for theta in (*thetas, reference) for p in (*fractions, 1.0)}
     fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.0))
     pairs = np.arange(d_k // 2)
     left.plot(pairs, waves[reference], color=COLORS["input"], linewidth=1.2, linestyle="--")
@@ -381,14 +394,20 @@ def theta_effects(thetas: Sequence[float] = THETA_CHOICES, d_k: int = 16, contex
     _wavelength_axes(left, context)
     left.set_xlabel(f"pair $k$ ($d_k$ = {d_k})")
     left.set_xticks(pairs[:: max(1, len(pairs) // 8)])
-    left.set_ylim(min(w.min() for w in waves.values()) / 2, max(w.max() for w in waves.values()) * 4)
+    bottom, top = min(w.min() for w in waves.values()) / 2, max(w.max() for w in waves.values()) * 40
+    left.set_ylim(bottom, top)
+    still = top / 4  # where an unrotated pair is drawn: above every wavelength, on its own line
+    left.axhline(still, color=COLORS["reference"], linewidth=0.8, linestyle="-.")
+    left.text(0.02, still * 1.5, "not rotated (kept for meaning)", transform=left.get_yaxis_transform(),
+              va="bottom", color=COLORS["reference"])
+    (unrotated,) = left.plot([], [], "X", markersize=9, color=COLORS["post"], linestyle="none")
     left_title = left.set_title("")
     distance = np.arange(max_distance + 1)
-    right.plot(distance, decays[reference], color=COLORS["input"], linewidth=1.2, linestyle="--")
-    (decay,) = right.plot(distance, decays[reference], color=COLORS["pre"])
+    right.plot(distance, decays[reference, 1.0], color=COLORS["input"], linewidth=1.2, linestyle="--")
+    (decay,) = right.plot(distance, decays[reference, 1.0], color=COLORS["pre"])
     # One line of text instead of a legend: a legend costs a redraw several times as much.
-    right.text(0.98, 0.95, f"both panels, grey dashes: Θ = {spaced(reference)}", transform=right.transAxes,
-               ha="right", va="top", color=COLORS["reference"])
+    right.text(0.98, 0.95, f"both panels, grey dashes: Θ = {spaced(reference)}, all pairs rotated",
+               transform=right.transAxes, ha="right", va="top", color=COLORS["reference"])
     right.set_ylim(0, d / 4 * 1.08)
     right.set_xlim(0, max_distance)
     right.set_xticks(np.linspace(0, max_distance, 3))
@@ -397,22 +416,31 @@ def theta_effects(thetas: Sequence[float] = THETA_CHOICES, d_k: int = 16, contex
     right.set_ylabel(f"relative upper bound ($d$ = {d})")
     right_title = right.set_title("")
 
-    def update(theta: float) -> None:
-        wave.set_ydata(waves[theta])
-        wrapping = int((waves[theta] < context).sum())
-        left_title.set_text(f"Θ = {spaced(theta)}: {wrapping} of {d_k // 2} pairs wrap within {context}")
-        decay.set_ydata(decays[theta])
-        right_title.set_text(f"bound at distance {max_distance}: {decays[theta][-1]:.1f}")
+    def update(theta: float, rotated_fraction: float) -> None:
+        turning = functional.rotated_pairs(d_k, rotated_fraction)
+        wave.set_data(pairs[:turning], waves[theta][:turning])
+        unrotated.set_data(pairs[turning:], np.full(d_k // 2 - turning, still))
+        wrapping = int((waves[theta][:turning] < context).sum())
+        left_title.set_text(f"Θ = {spaced(theta)}, {turning} of {d_k // 2} pairs rotated: "
+                            f"{wrapping} wrap within {context}")
+        decay.set_ydata(decays[theta, rotated_fraction])
+        right_title.set_text(f"bound at distance {max_distance}: {decays[theta, rotated_fraction][-1]:.1f}")
 
     return fig, update
 
 
-def theta_slider(theta: float = 10000.0, thetas: Sequence[float] = THETA_CHOICES):
-    """A Θ slider over :func:`theta_effects`."""
-    fig, update = theta_effects(thetas)
-    slider = SelectionSlider(options=[(spaced(t), t) for t in thetas], value=theta, description="Θ",
-                             continuous_update=True, layout=_SLIDER_LAYOUT, style=_SLIDER_STYLE)
-    return LiveFigure(fig, update, {"theta": slider}, "Wavelengths and long-term decay against Θ (slider: Θ)")
+def theta_slider(theta: float = 10000.0, rotated_fraction: float = 1.0, thetas: Sequence[float] = THETA_CHOICES,
+                 fractions: Sequence[float] = FRACTION_CHOICES):
+    """A Θ slider and, beside it, a "fraction rotated" slider (partial RoPE) over :func:`theta_effects`."""
+    fig, update = theta_effects(thetas, fractions)
+    theta_control = SelectionSlider(options=[(spaced(t), t) for t in thetas], value=theta, description="Θ",
+                                    continuous_update=True, layout=_SLIDER_LAYOUT, style=_SLIDER_STYLE)
+    fraction_control = SelectionSlider(options=[(f"{p:g}", p) for p in fractions], value=rotated_fraction,
+                                       description="fraction rotated", continuous_update=True,
+                                       layout=_SLIDER_LAYOUT, style=_SLIDER_STYLE)
+    return LiveFigure(fig, update, {"theta": theta_control, "rotated_fraction": fraction_control},
+                      "Wavelengths and long-term decay against Θ and the fraction of pairs rotated "
+                      "(sliders: Θ, fraction rotated)")
 
 
 # --- RoPE in a model (the experiment record rope_positions) ---------------------------------
@@ -487,6 +515,137 @@ def draw_loss_by_position(panels: Mapping[str, Mapping[str, np.ndarray]], traine
     axes[0, 0].set_ylabel("next-token loss")
     fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
     return fig
+
+
+# --- the stated reason, tested (the experiment record rope_extension) ------------------------
+
+EXTENSION_LABELS = {"interpolation": "position interpolation", "ntk": "NTK-aware Θ", "yarn": "YaRN"}
+EXTENSION_STYLES = {"interpolation": ("s", "--"), "ntk": ("^", ":"), "yarn": ("P", "-.")}  # marker, dash
+
+
+def draw_extension_differences(panels: Mapping[str, Mapping[int, Mapping[str, object]]],
+                               title: str = "After 50 updates at 32·s: each method minus plain RoPE"):
+    """One panel per text: for each method, its paired difference from plain RoPE against the factor s.
+
+    ``panels[text][factor][method]`` is a :class:`~prenorm_lib.lab.stats.PairedComparison`
+    (method − plain, mean loss over the positions never trained); each point is the mean
+    difference, its bar the 95 % interval. Below the zero line the method beats plain RoPE.
+    """
+    fig, axes = plt.subplots(1, len(panels), figsize=(11.0, 4.2), squeeze=False)
+    for ax, (text, by_factor) in zip(axes[0], panels.items(), strict=True):
+        factors = sorted(by_factor)
+        ax.axhline(0.0, color=COLORS["reference"], linewidth=1.0)
+        for shift, method in zip((-0.06, 0.0, 0.06), EXTENSION_LABELS, strict=True):
+            comparisons = [by_factor[f][method] for f in factors]
+            means = np.array([c.mean for c in comparisons])
+            bars = np.array([[c.mean - c.low for c in comparisons], [c.high - c.mean for c in comparisons]])
+            marker, dash = EXTENSION_STYLES[method]
+            ax.errorbar(np.log2(factors) + shift, means, yerr=bars, marker=marker, linestyle=dash, capsize=3,
+                        color=POSITION_COLORS[method])
+        ax.set_xticks(np.log2(factors), [f"{f}" for f in factors])
+        ax.set_xlabel("extension factor $s$")
+        ax.set_title(text)
+        ax.text(0.02, 0.02, "below 0: beats plain RoPE", transform=ax.transAxes, va="bottom")
+    axes[0, 0].set_ylabel("loss difference beyond 32")
+    handles = [Line2D([], [], marker=EXTENSION_STYLES[m][0], linestyle=EXTENSION_STYLES[m][1],
+                      color=POSITION_COLORS[m], label=label) for m, label in EXTENSION_LABELS.items()]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3)
+    fig.suptitle(title, fontweight="bold")
+    return fig
+
+
+def record_extension_differences(record, stage: str = "after") -> dict[str, dict[int, dict[str, object]]]:
+    """``{text: {factor: {method: method − plain}}}`` from a record of ``rope_extension``, paired over seeds."""
+    from prenorm_lib.lab.experiments.rope_extension import mean_loss
+    from prenorm_lib.lab.stats import paired
+
+    config = record.config
+    return {text: {factor: {method: paired(mean_loss(record, text, factor, method, stage),
+                                           mean_loss(record, text, factor, "plain", stage),
+                                           a_name=EXTENSION_LABELS[method], b_name="plain RoPE",
+                                           what=f"{text}, s = {factor}")
+                            for method in EXTENSION_LABELS}
+                   for factor in config["factors"]}
+            for text in config["texts"]}
+
+
+def _example_extension_differences():
+    from prenorm_lib.lab import experiments
+
+    return draw_extension_differences(record_extension_differences(experiments.read("rope_extension")))
+
+
+# --- positions after 2024 (the experiment record rope_frontier) --------------------------------
+
+FRONTIER_ROWS = {  # (variant, reading) → the label of its row, top to bottom
+    ("rope", "interpolation"): "RoPE, position interpolation",
+    ("rope", "ntk"): "RoPE, NTK-aware Θ",
+    ("rope", "yarn"): "RoPE, YaRN",
+    ("p-rope 0.75", "as trained"): "partial RoPE, 3/4 rotated",
+    ("p-rope 0.5", "as trained"): "partial RoPE, 1/2 rotated",
+    ("p-rope 0.25", "as trained"): "partial RoPE, 1/4 rotated",
+    ("nope every 4th", "as trained"): "NoPE every 4th layer",
+    ("nope every 4th", "temperature"): "NoPE every 4th + Llama 4's temperature",
+}
+_FOREST_MARKERS = ("s", "^", "P", "o", "D", "v", "X", "*")
+
+
+def draw_frontier(panels: Mapping[str, Mapping[str, object]],
+                  title: str = "Paired over seeds: each variant minus RoPE (4 blocks, trained at 32)"):
+    """A forest plot per panel: each row's paired difference from RoPE, the mean and its 95 % interval.
+
+    ``panels[title][row_label]`` is a :class:`~prenorm_lib.lab.stats.PairedComparison` (variant −
+    RoPE); a row missing from a panel is left empty there. Rows keep one marker across panels, and
+    their labels stand on the left, so the figure reads without colour.
+    """
+    present = {label for rows in panels.values() for label in rows}
+    labels = [label for label in FRONTIER_ROWS.values() if label in present]
+    labels += sorted(present - set(labels))  # rows of no known variant, after those
+    fig, axes = plt.subplots(1, len(panels), figsize=(11.0, 0.42 * len(labels) + 1.8), sharey=True, squeeze=False)
+    y = np.arange(len(labels))[::-1]
+    for i, (ax, (panel, rows)) in enumerate(zip(axes[0], panels.items(), strict=True)):
+        ax.axvline(0.0, color=COLORS["reference"], linewidth=1.0)
+        for row, label in enumerate(labels):
+            if label not in rows:
+                continue
+            c = rows[label]
+            ax.errorbar([c.mean], [y[row]], xerr=[[c.mean - c.low], [c.high - c.mean]], capsize=3,
+                        marker=_FOREST_MARKERS[row % len(_FOREST_MARKERS)], color=CYCLE_COLORS[row % len(CYCLE_COLORS)],
+                        linestyle="none")
+        ax.set_title(panel)
+        ax.set_xlabel("loss difference from RoPE")
+        ax.xaxis.set_major_locator(MaxNLocator(4))
+        if i == 0:
+            ax.set_yticks(y, labels)
+    fig.suptitle(title, fontweight="bold")
+    return fig
+
+
+def record_frontier(record, factor: int = 2) -> dict[str, dict[str, object]]:
+    """The three panels of :func:`draw_frontier` from a record of ``rope_frontier``, paired over seeds."""
+    from prenorm_lib.lab.experiments.rope_frontier import finals, mean_loss
+    from prenorm_lib.lab.stats import paired
+
+    final = finals(record)
+    inside = {FRONTIER_ROWS[variant, "as trained"]: paired(final[variant], final["rope"], a_name=variant,
+                                                            b_name="rope", what="validation loss at 32")
+              for variant in record.config["variants"] if (variant, "as trained") in FRONTIER_ROWS}
+    base = {stage: mean_loss(record, "rope", "as trained", factor, stage) for stage in ("before", "after")}
+    beyond = {stage: {label: paired(mean_loss(record, variant, reading, factor, stage), base[stage],
+                                    a_name=label, b_name="RoPE as trained", what=f"beyond 32, {stage}")
+                      for (variant, reading), label in FRONTIER_ROWS.items()
+                      if reading in record.config["readings"].get(variant, ())}
+              for stage in ("before", "after")}
+    length = record.config["trained_length"] * factor
+    return {"validation loss at 32": inside,
+            f"read at {length} (32 … {length - 1})": beyond["before"],
+            f"after {record.config['finetune_steps']} updates at {length}": beyond["after"]}
+
+
+def _example_frontier():
+    from prenorm_lib.lab import experiments
+
+    return draw_frontier(record_frontier(experiments.read("rope_frontier")))
 
 
 def _record_example():
