@@ -326,6 +326,22 @@ def max_attention_logit(model: nn.Module, token_ids: torch.Tensor) -> float:
     return max(largest)
 
 
+def head_max_logits(attn: MultiHeadSelfAttention, x: torch.Tensor,
+                    token_positions: torch.Tensor | None = None) -> torch.Tensor:
+    """Per head, the largest score q·k/√d_head over the batch and every causally visible pair: (num_heads,).
+
+    Signed, as Kimi K2 (arXiv 2507.20534, §2.1) define S_max^h: the largest input to that head's
+    softmax in the batch. ``x`` is what ``attn`` reads, (..., T, d_model); QK-clip
+    (:class:`prenorm_lib.lab.train.TrainConfig` ``qk_clip``) rescales the head's W_q and W_k
+    when this passes its threshold.
+    """
+    with torch.no_grad():
+        logits = attn.attention_logits(x, token_positions)  # (..., H, T, T)
+        visible = functional.causal_mask(logits.shape[-1], device=logits.device)  # (T, T)
+        logits = logits.masked_fill(~visible, -math.inf)
+        return logits.movedim(-3, 0).flatten(1).amax(dim=1)  # (H,)
+
+
 def _hidden_activations(ffn: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The hidden layer of a feed-forward network, (..., d_ff): what its second matrix reads.
 

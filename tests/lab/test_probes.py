@@ -17,6 +17,7 @@ from prenorm_lib.lab.probes import (
     dead_relu_fraction,
     ffn_grad_norms_by_layer,
     grad_norms_at_init,
+    head_max_logits,
     max_attention_logit,
     next_token_loss,
     recording_residual_norms,
@@ -221,6 +222,23 @@ def test_max_attention_logit_is_the_largest_visible_score(corpus, batch):
             h = layer(h)
     assert max_attention_logit(model, x) == pytest.approx(largest, rel=1e-6)
     assert model.training and hook_count(model) == 0
+
+
+def test_head_max_logits_is_each_heads_largest_visible_signed_score(corpus, batch):
+    attn = build_model(corpus, seed=0, num_layers=1).layers[0].attn
+    x = torch.randn(3, 8, 64, generator=torch.Generator().manual_seed(2))
+    logits = attn.attention_logits(x).detach()  # (3, H, 8, 8)
+    future = ~causal_mask(8)
+    with torch.no_grad():
+        logits[:, :, future] = 1e6  # a future key's score is never a candidate
+    expected = logits.masked_fill(future, -math.inf).permute(1, 0, 2, 3).reshape(attn.num_heads, -1).max(dim=1).values
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(attn, "attention_logits", lambda *_: logits)
+    try:
+        found = head_max_logits(attn, x)
+    finally:
+        monkey.undo()
+    assert found.shape == (attn.num_heads,) and torch.equal(found, expected)
 
 
 def test_stream_gradient_norms_by_sub_layer(corpus, batch):
