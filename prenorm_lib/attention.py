@@ -17,6 +17,12 @@ Either way a logit q·k/√d_head no longer grows with the size of the projectio
 it still grows with the norms' gains, which are learnt — so it is not bounded once they
 move, only held back (the attention-logit growth that Wortsman et al. 2023 see at high
 learning rates).
+
+Logit soft-capping (Gemma 2, arXiv 2408.00118, §2) bounds what the softmax sees instead:
+``logit_softcap=c`` replaces each score s by c·tanh(s/c) (:func:`soft_cap`), so every
+logit stays between −c and +c; Gemma 2 uses c = 50 in attention and 30 on the final
+logits. q·k itself is left free to grow (what Kimi K2 object to). A capped module takes the
+explicit path (scores, cap, mask, softmax) instead of the fused kernel.
 """
 
 from __future__ import annotations
@@ -24,12 +30,17 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from prenorm_lib import validation
+from prenorm_lib import functional, validation
 from prenorm_lib.layers import Linear
 from prenorm_lib.norm import RMSNorm
 from prenorm_lib.rope import RotaryPositionalEmbedding
 
 QK_NORMS = ("per_head", "flat")  # Qwen3's form, OLMo 2's form
+
+
+def soft_cap(x: torch.Tensor, cap: float) -> torch.Tensor:
+    """cap · tanh(x / cap): about x for |x| ≪ cap, never beyond ±cap (Gemma 2's logit soft-capping)."""
+    return cap * torch.tanh(x / cap)
 
 
 def qk_norm_form(qk_norm: object) -> str | None:
@@ -69,6 +80,7 @@ class MultiHeadSelfAttention(nn.Module):
         eps: float = 1e-5,
         device=None,
         dtype=None,
+        logit_softcap: float | None = None,
     ):
         super().__init__()
         self.d_model = validation.positive_int("d_model", d_model)
@@ -93,6 +105,8 @@ class MultiHeadSelfAttention(nn.Module):
             size = self.d_head if self.qk_norm == "per_head" else d_model
             self.q_norm = RMSNorm(size, eps=eps, device=device, dtype=dtype)
             self.k_norm = RMSNorm(size, eps=eps, device=device, dtype=dtype)
+        self.logit_softcap = None if logit_softcap is None else validation.positive_float("logit_softcap",
+                                                                                          logit_softcap)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(..., seq_len, d_model) → (..., num_heads, seq_len, d_head)."""
@@ -121,7 +135,8 @@ class MultiHeadSelfAttention(nn.Module):
         """The scores q·k/√d_head before the mask and the softmax, (..., H, T, T).
 
         What the fused kernel computes internally and never returns; the probes read it to
-        follow the largest logit during training.
+        follow the largest logit during training. With ``logit_softcap`` these are the scores
+        *before* the cap: the softmax sees soft_cap of them.
         """
         q, k = self.queries_and_keys(x, token_positions)
         return q @ k.transpose(-2, -1) / self.d_head**0.5  # (..., H, T, T)
@@ -129,6 +144,11 @@ class MultiHeadSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:
         q, k = self.queries_and_keys(x, token_positions)  # (..., H, T, d_head) each
         v = self.split_heads(self.v_proj(x))  # (..., H, T, d_head)
+        if self.logit_softcap is not None:  # the fused kernel cannot cap: scores, cap, mask, softmax
+            scores = soft_cap(q @ k.transpose(-2, -1) / self.d_head**0.5, self.logit_softcap)  # (..., H, T, T)
+            visible = functional.causal_mask(scores.shape[-1], device=scores.device)  # (T, T)
+            weights = functional.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
+            return self.output_proj((weights @ v).transpose(-3, -2).flatten(-2))  # (..., T, d_model)
         lead = q.shape[:-3]
         out = nn.functional.scaled_dot_product_attention(  # fused kernel wants (N, H, T, d_head)
             q.reshape(-1, *q.shape[-3:]), k.reshape(-1, *k.shape[-3:]), v.reshape(-1, *v.shape[-3:]),
