@@ -184,6 +184,27 @@ def residual_norms(model: nn.Module, token_ids: torch.Tensor) -> list[float]:
     return norms
 
 
+def hidden_state_stats(model: nn.Module, token_ids: torch.Tensor) -> dict[str, list[float]]:
+    """Per depth 0 … L (after the embedding, then after each block), two sizes of the hidden state.
+
+    ``"variance"``: the variance of each token's hidden state over its d_model channels,
+    averaged over the tokens of ``token_ids`` — the quantity whose growth with depth Peri-LN
+    (Kim et al. 2025) follow for pre-, post- and peri-norm; ``"max_abs"``: its largest entry
+    in absolute value, where "massive activations" would show. Eval mode, no gradients.
+    """
+    _check_stack(model)
+    stats: dict[str, list[float]] = {"variance": [], "max_abs": []}
+
+    def record(_module, _inputs, out):
+        out = out.detach().float()
+        stats["variance"].append(out.var(dim=-1, unbiased=False).mean().item())
+        stats["max_abs"].append(out.abs().amax().item())
+
+    with evaluating(model), hooks([model.token_embeddings, *model.layers], record):
+        model(token_ids.to(_device_of(model)))
+    return stats
+
+
 def stream_gradient_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, sublayers: bool = False) -> list[float]:
     """‖∂loss/∂x_l‖ for the residual stream at depths 0 … L (embedding, then each block's output).
 

@@ -18,6 +18,7 @@ from prenorm_lib.lab.probes import (
     ffn_grad_norms_by_layer,
     grad_norms_at_init,
     head_max_logits,
+    hidden_state_stats,
     max_attention_logit,
     next_token_loss,
     recording_residual_norms,
@@ -239,6 +240,23 @@ def test_head_max_logits_is_each_heads_largest_visible_signed_score(corpus, batc
     finally:
         monkey.undo()
     assert found.shape == (attn.num_heads,) and torch.equal(found, expected)
+
+
+def test_hidden_state_stats_are_each_depths_channel_variance_and_largest_entry(corpus, batch):
+    x = batch[0]
+    for norm in ("pre", "post", "sandwich"):
+        model = build_model(corpus, seed=0, num_layers=3, norm=norm)
+        with torch.no_grad():
+            states = [model.token_embeddings(x)]
+            for layer in model.layers:
+                states.append(layer(states[-1]))
+        stats = hidden_state_stats(model, x)
+        expected = [((h - h.mean(-1, keepdim=True)) ** 2).mean(-1).mean().item() for h in states]
+        assert stats["variance"] == pytest.approx(expected, rel=1e-5)
+        assert stats["max_abs"] == pytest.approx([h.abs().max().item() for h in states], rel=1e-6)
+        assert hook_count(model) == 0
+        if norm == "post":  # RMSNorm with unit gains: mean square 1 per token, so variance just below 1
+            assert all(0.9 < v <= 1.0 + 1e-5 for v in stats["variance"][1:])
 
 
 def test_stream_gradient_norms_by_sub_layer(corpus, batch):
