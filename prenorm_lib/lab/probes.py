@@ -363,6 +363,18 @@ def head_max_logits(attn: MultiHeadSelfAttention, x: torch.Tensor,
         return logits.movedim(-3, 0).flatten(1).amax(dim=1)  # (H,)
 
 
+def output_logit_stats(model: nn.Module, token_ids: torch.Tensor) -> dict[str, float]:
+    """Two sizes of the output logits for ``token_ids``: what z-loss and final soft-capping act on.
+
+    ``"log_z"``: the mean over positions of |log Z|, Z = Σ_v exp(logit_v) the output softmax's
+    normaliser, which PaLM's z-loss pulls towards 0; ``"max_logit"``: the largest |logit|, which
+    Gemma 2's final soft-capping keeps below its cap. Eval mode, no gradients.
+    """
+    with evaluating(model):
+        logits = model(token_ids.to(_device_of(model))).float()  # (B, T, vocab_size)
+    return {"log_z": torch.logsumexp(logits, dim=-1).abs().mean().item(), "max_logit": logits.abs().amax().item()}
+
+
 def _hidden_activations(ffn: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The hidden layer of a feed-forward network, (..., d_ff): what its second matrix reads.
 

@@ -20,6 +20,7 @@ from prenorm_lib.lab.probes import (
     head_max_logits,
     hidden_state_stats,
     max_attention_logit,
+    output_logit_stats,
     next_token_loss,
     recording_residual_norms,
     residual_norms,
@@ -257,6 +258,17 @@ def test_hidden_state_stats_are_each_depths_channel_variance_and_largest_entry(c
         assert hook_count(model) == 0
         if norm == "post":  # RMSNorm with unit gains: mean square 1 per token, so variance just below 1
             assert all(0.9 < v <= 1.0 + 1e-5 for v in stats["variance"][1:])
+
+
+def test_output_logit_stats_are_the_mean_absolute_log_partition_and_the_largest_logit(corpus, batch):
+    model = build_model(corpus, seed=0, num_layers=1)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(30.0)  # logits far from 0, so |log Z| and the largest logit are large
+        logits = model(batch[0]).double()  # (B, T, V)
+    log_z = logits.exp().sum(-1).log()  # (B, T), written out
+    stats = output_logit_stats(model, batch[0])
+    assert stats["log_z"] == pytest.approx(log_z.abs().mean().item(), rel=1e-5)
+    assert stats["max_logit"] == pytest.approx(logits.abs().max().item(), rel=1e-6) and stats["max_logit"] > 5
 
 
 def test_stream_gradient_norms_by_sub_layer(corpus, batch):
