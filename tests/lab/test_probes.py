@@ -274,8 +274,8 @@ def test_output_logit_stats_are_the_mean_absolute_log_partition_and_the_largest_
 
     log_z = logits.exp().sum(-1).log()  # (2, 5), written out
     stats = output_logit_stats(Fixed(), torch.zeros(2, 5, dtype=torch.long))
-    assert stats["log_z"] == pytest.approx(log_z.abs().mean().item(), rel=1e-9)
-    assert stats["max_logit"] == pytest.approx(logits.abs().max().item(), rel=1e-9)
+    assert stats["log_z"] == pytest.approx(log_z.abs().mean().item(), rel=1e-6)  # float32 inside
+    assert stats["max_logit"] == pytest.approx(logits.abs().max().item(), rel=1e-6)
 
 
 def test_stream_gradient_norms_by_sub_layer(corpus, batch):
