@@ -149,3 +149,50 @@ def test_depth_slider_starts_where_asked_and_its_picture_shows_that_depth(corpus
     assert live.fig.axes[0].get_title() == "Residual stream, L = 3"
     live.set(L=1)
     assert live.fig.axes[0].get_title() == "Residual stream, L = 1"
+
+
+def fake_sweep_record() -> Record:
+    config = {"blocks": {"a": {}, "b": {}}, "lrs": [0.01, 0.1], "seeds": [0, 1]}
+
+    def cell(loss, logit, diverged=None):
+        return {"final_val_loss": None if diverged else loss, "diverged_at": diverged, "val_steps": [0, 5],
+                "val_loss": [4.0, loss], "max_logit": [1.0, logit], "log_z": [3.0, logit / 10],
+                "max_output_logit": [2.0, logit / 2], "qk_clipped": 0}
+
+    runs = {"0": {"a|0.01": cell(2.0, 10.0), "a|0.1": cell(1.5, 100.0), "b|0.01": cell(2.2, 5.0),
+                  "b|0.1": cell(9.0, 7.0, diverged=3)},
+            "1": {"a|0.01": cell(2.1, 12.0), "a|0.1": cell(1.7, 300.0), "b|0.01": cell(2.3, 6.0),
+                  "b|0.1": cell(2.0, 8.0)}}
+    return Record("frontier_lr_sweep", "test", config, runs, {}, 0.0, "abc", "make experiment NAME=frontier_lr_sweep")
+
+
+def test_lr_sweep_summary_reads_the_end_of_every_run_and_marks_divergence():
+    summary = measure.lr_sweep_summary(fake_sweep_record())
+    a, b = summary["a"], summary["b"]
+    assert a["loss"].tolist() == [[2.0, 1.5], [2.1, 1.7]] and a["logit"].tolist() == [[10.0, 100.0], [12.0, 300.0]]
+    assert a["log_z"][0].tolist() == [1.0, 10.0] and a["output_logit"][1].tolist() == [6.0, 150.0]
+    assert math.isnan(b["loss"][0, 1]) and math.isnan(b["logit"][0, 1]) and b["diverged"].tolist() == [0, 1]
+    assert b["loss_mean"].tolist() == [2.25, 2.0]  # the seeds that finished
+    assert a["logit_median"].tolist() == [11.0, 200.0]
+
+
+def test_best_lr_is_the_lowest_mean_loss_and_a_diverged_seed_disqualifies_a_rate():
+    summary = measure.lr_sweep_summary(fake_sweep_record())
+    lr, losses = measure.best_lr_losses(summary["a"], [0.01, 0.1])
+    assert lr == 0.1 and losses.tolist() == [1.5, 1.7]
+    lr, losses = measure.best_lr_losses(summary["b"], [0.01, 0.1])  # 0.1 is lower for seed 1, but seed 0 diverged
+    assert lr == 0.01 and losses.tolist() == [2.2, 2.3]
+
+
+def test_theorem1_arrays_and_log_log_slopes():
+    config = {"seeds": [0, 1], "depths": [2, 8], "widths": [64], "placements": ["pre", "post"]}
+    runs = {str(s): {"d64": {"pre": {"one_batch": [1.0, 0.5], "expected": [0.9, 0.45]},
+                             "post": {"one_batch": [1.0 + s, 1.0 + s], "expected": [1.0, 1.0]}}} for s in (0, 1)}
+    record = Record("theorem1_depth", "test", config, runs, {}, 0.0, "abc", "make experiment NAME=theorem1_depth")
+    arrays = measure.theorem1_arrays(record)
+    assert arrays[64]["post"].tolist() == [[1.0, 1.0], [2.0, 2.0]]
+    assert measure.theorem1_arrays(record, "expected")[64]["pre"].tolist() == [[0.9, 0.45], [0.9, 0.45]]
+    assert measure.log_log_slopes([2, 8], arrays[64]["pre"]) == pytest.approx([-0.5, -0.5])  # 1/√L: ×½ over ×4
+    assert measure.log_log_slopes([2, 8], arrays[64]["post"]) == pytest.approx([0.0, 0.0])
+    with pytest.raises(ValueError, match="kind"):
+        measure.theorem1_arrays(record, "mean")

@@ -30,6 +30,7 @@ from prenorm_lib.lab.placement_measurements import (
     lemma2_bounds,
     lr_sweep_summary,
     residual_norms_over_seeds,
+    theorem1_arrays,
 )
 from prenorm_lib.lab.plotting import COLORS, mean_band
 from prenorm_lib.lab.sliders import LiveFigure
@@ -266,6 +267,35 @@ def plot_last_layer_grad_by_depth(grads: Mapping[str, np.ndarray], depths: Seque
 
 
 
+def plot_theorem1(arrays: Mapping[int, Mapping[str, np.ndarray]], depths: Sequence[int],
+                  span: tuple[int, int] | None = None) -> plt.Figure:
+    """Theorem 1 in its own quantity: the last block's ‖∂loss/∂W2‖ against L, one panel per d_model.
+
+    ``arrays[d_model][placement]`` is (n_seeds, len(depths)); mean ± one standard deviation
+    over the seeds, a 1/√L guide through pre-norm's first point, and ``span`` (first, last
+    depth) shaded: the depths the paper measured.
+    """
+    fig, axes = plt.subplots(1, len(arrays), figsize=(5.2 * len(arrays), 3.9), squeeze=False)
+    depths_arr = np.asarray(depths, dtype=float)
+    for ax, (width, runs_by_placement) in zip(axes[0], arrays.items(), strict=True):
+        if span is not None:
+            ax.axvspan(*span, color=COLORS["input"], alpha=0.18, linewidth=0, label="depths in the paper")
+        for placement, runs in runs_by_placement.items():
+            color, style = variant_style(placement)
+            line = mean_band(ax, depths_arr, runs, f"{_label(placement)} ({runs.shape[0]} seeds)", color=color)
+            line.set_linestyle(style)
+            ax.plot(depths_arr, runs.mean(axis=0), "o" if placement == "pre" else "s", color=color, markersize=4)
+        if "pre" in runs_by_placement:
+            start = runs_by_placement["pre"].mean(axis=0)[0]
+            ax.plot(depths_arr, start * np.sqrt(depths_arr[0] / depths_arr), ":", color=COLORS["reference"],
+                    label=r"$\propto 1/\sqrt{L}$")
+        ax.set_xticks(depths_arr, [str(d) for d in depths])
+        ax.set(xlabel="number of blocks L", ylim=(0, None), title=f"d_model {width}")
+    axes[0, 0].set_ylabel(r"last block's $\|\partial\,\mathrm{loss}/\partial W_2\|_F$ at init")
+    axes[0, 0].legend(loc="lower left", fontsize=9)
+    return fig
+
+
 def plot_stability_grid(
     losses: Mapping[tuple[str, int, float], float], labels: Mapping[tuple[str, int, float], str],
     placements: Sequence[str], warmups: Sequence[int], lrs: Sequence[float], reference: float | None = None,
@@ -453,6 +483,13 @@ def _last_layer_example() -> plt.Figure:
     return plot_last_layer_grad_by_depth(profiles["last"], profiles["depths"])
 
 
+def _theorem1_example() -> plt.Figure:
+    from prenorm_lib.lab import experiments
+
+    record = experiments.load("theorem1_depth")
+    return plot_theorem1(theorem1_arrays(record), record.config["depths"], span=(6, 14))
+
+
 def _branch_gains_example() -> plt.Figure:
     corpus = _small_corpus()
     return plot_branch_gains({ffn: branch_gains_over_seeds(corpus, ffn, seeds=range(2)) for ffn in ("relu", "swiglu")})
@@ -504,6 +541,7 @@ EXAMPLES = {
     "residual_norms": _residual_norms_example,
     "depth_slider": _depth_example,
     "last_layer_grad_by_depth": _last_layer_example,
+    "theorem1": _theorem1_example,
     "branch_gains": _branch_gains_example,
     "stability_grid": _grid_example,
     "loss_curves": _loss_curves_example,
