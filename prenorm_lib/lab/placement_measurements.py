@@ -16,7 +16,8 @@ arrays; the notebook shows the few lines that turn them into a verdict, and
 - :func:`stability_grid`, :func:`grid_summary` — short training runs over learning rate × warmup ×
   placement, and the experiment record ``warmup_grid``;
 - :func:`first_update_by_depth` — what Adam's first update does to each block type;
-- :func:`lr_sweep_summary` — the record ``frontier_lr_sweep`` (Wortsman et al.'s proxy).
+- :func:`lr_sweep_summary`, :func:`best_lr_losses` — the record ``frontier_lr_sweep`` (Wortsman et al.'s proxy);
+- :func:`hidden_variance_summary` — the record ``periln_variance`` (Peri-LN's quantity).
 """
 
 from __future__ import annotations
@@ -289,3 +290,26 @@ def best_lr_losses(summary_row: Mapping[str, np.ndarray], lrs: Sequence[float]) 
     mean = np.where(np.isfinite(loss).all(axis=0), loss.mean(axis=0), np.inf)
     best = int(np.argmin(mean))
     return lrs[best], loss[:, best]
+
+
+def hidden_variance_summary(record, at: int = -1) -> dict[str, dict[str, np.ndarray]]:
+    """The ``periln_variance`` record per placement, at evaluation ``at`` (-1: the end of training; 0: init).
+
+    ``"variance"`` and ``"max_abs"``: (n_seeds, n_lrs, L + 1), the hidden state's variance over
+    its channels and its largest entry at depths 0 … L, nan where a run diverged; ``"loss"``:
+    (n_seeds, n_lrs) final validation loss.
+    """
+    from prenorm_lib.lab.experiments import periln_variance
+
+    summary = {}
+    for placement in record.config["placements"]:
+        cells = [[runs[periln_variance.run_key(placement, lr)] for lr in record.config["lrs"]]
+                 for _, runs in record.by_seed()]  # [seed][lr]
+        depths = record.config["num_layers"] + 1
+        summary[placement] = {
+            stat: np.array([[[math.nan] * depths if c["diverged_at"] is not None and at != 0 else c[stat][at]
+                             for c in row] for row in cells])
+            for stat in ("variance", "max_abs")
+        }
+        summary[placement]["loss"] = _at_end(cells, "final_val_loss", curve=False)
+    return summary

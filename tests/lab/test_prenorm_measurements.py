@@ -196,3 +196,24 @@ def test_theorem1_arrays_and_log_log_slopes():
     assert measure.log_log_slopes([2, 8], arrays[64]["post"]) == pytest.approx([0.0, 0.0])
     with pytest.raises(ValueError, match="kind"):
         measure.theorem1_arrays(record, "mean")
+
+
+def test_hidden_variance_summary_reads_one_evaluation_of_every_run():
+    config = {"placements": {"pre-norm": {}, "Peri-LN (sandwich)": {}}, "lrs": [0.01, 0.1], "num_layers": 1,
+              "seeds": [0]}
+
+    def cell(start, end, diverged=None):
+        return {"final_val_loss": None if diverged else 2.0, "diverged_at": diverged, "val_steps": [0, 50],
+                "val_loss": [4.0, 2.0], "variance": [start, end], "max_abs": [[3.0, 4.0], [5.0, 6.0]]}
+
+    runs = {"0": {"pre-norm|0.01": cell([1.0, 2.0], [1.0, 8.0]), "pre-norm|0.1": cell([1.0, 2.0], [1.0, 80.0], 70),
+                  "Peri-LN (sandwich)|0.01": cell([1.0, 1.5], [1.0, 2.5]),
+                  "Peri-LN (sandwich)|0.1": cell([1.0, 1.5], [1.0, 3.0])}}
+    record = Record("periln_variance", "test", config, runs, {}, 0.0, "abc", "make experiment NAME=periln_variance")
+    end, init = measure.hidden_variance_summary(record), measure.hidden_variance_summary(record, at=0)
+    assert end["pre-norm"]["variance"].shape == (1, 2, 2)
+    assert end["pre-norm"]["variance"][0, 0].tolist() == [1.0, 8.0]
+    assert np.isnan(end["pre-norm"]["variance"][0, 1]).all()  # diverged: nothing at the end
+    assert init["pre-norm"]["variance"][0, 1].tolist() == [1.0, 2.0]  # but its start is a start
+    assert end["Peri-LN (sandwich)"]["max_abs"][0, 1].tolist() == [5.0, 6.0]
+    assert end["pre-norm"]["loss"][0, 0] == 2.0 and math.isnan(end["pre-norm"]["loss"][0, 1])

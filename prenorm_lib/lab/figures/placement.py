@@ -27,6 +27,7 @@ from prenorm_lib.lab.placement_measurements import (
     fig3_grad_norms,
     first_update_by_depth,
     grid_summary,
+    hidden_variance_summary,
     lemma2_bounds,
     lr_sweep_summary,
     residual_norms_over_seeds,
@@ -44,6 +45,8 @@ PLACEMENT_LABELS = {
     "none, scaled init": "no norm, scaled init",
     "deepnorm": "DeepNorm",
     "post, 4 blocks": "post-norm, 4 blocks",
+    "post, 5 blocks": "post-norm, 5 blocks",
+    "pre, 4 blocks": "pre-norm, 4 blocks",
 }
 # colour and line style of every block variant the notebook compares
 VARIANT_STYLES = {
@@ -56,6 +59,7 @@ VARIANT_STYLES = {
     "pre-norm": (COLORS["pre"], "-"),
     "pre-norm + per-head QK-norm (Qwen3)": (COLORS["pre"], "--"),
     "sandwich": (COLORS["silu"], "-."),
+    "Peri-LN (sandwich)": (COLORS["silu"], "-."),
     "OLMo 2 (reordered + flat QK-norm)": (COLORS["swiglu"], (0, (5, 1, 1, 1, 1, 1))),
     "DeepNorm": (COLORS["gelu"], (0, (8, 2))),
     "ReZero": ("#8c564b", (0, (1, 2))),
@@ -67,6 +71,7 @@ VARIANT_MARKERS = {
     "pre-norm": "o",
     "pre-norm + per-head QK-norm (Qwen3)": "s",
     "sandwich": "^",
+    "Peri-LN (sandwich)": "^",
     "OLMo 2 (reordered + flat QK-norm)": "v",
     "DeepNorm": "X",
     "ReZero": "P",
@@ -296,6 +301,43 @@ def plot_theorem1(arrays: Mapping[int, Mapping[str, np.ndarray]], depths: Sequen
     return fig
 
 
+def plot_hidden_variance(summary: Mapping[str, Mapping[str, np.ndarray]], lrs: Sequence[float],
+                         lr: float) -> plt.Figure:
+    """Peri-LN's quantity. Left: the hidden state's variance by depth at the end of training at ``lr``
+    (geometric mean and the seeds' range, log scale); right: the last block's variance against the
+    learning rate (median and range over the seeds that finished)."""
+    fig, (ax_depth, ax_lr) = plt.subplots(1, 2, figsize=(11, 4.2))
+    column = list(lrs).index(lr)
+    lrs_arr = np.asarray(lrs, dtype=float)
+    for placement, arrays in summary.items():
+        color, style = variant_style(placement)
+        marker = VARIANT_MARKERS.get(placement, "o")
+        runs = arrays["variance"][:, column, :]  # (seeds, L + 1)
+        depths = np.arange(runs.shape[1])
+        finite = runs[np.isfinite(runs).all(axis=1)]
+        if len(finite):
+            ax_depth.plot(depths, np.exp(np.log(finite).mean(axis=0)), linestyle=style, marker=marker, color=color,
+                          markersize=5, label=placement)
+            ax_depth.fill_between(depths, finite.min(axis=0), finite.max(axis=0), color=color, alpha=0.15,
+                                  linewidth=0)
+        last = arrays["variance"][:, :, -1]  # (seeds, lrs)
+        center = _over_finite(last, np.median)
+        shown = np.isfinite(center)
+        ax_lr.plot(lrs_arr[shown], center[shown], linestyle=style, marker=marker, color=color, markersize=5,
+                   label=placement)
+        ax_lr.fill_between(lrs_arr[shown], _over_finite(last, np.min)[shown], _over_finite(last, np.max)[shown],
+                           color=color, alpha=0.15, linewidth=0)
+    ax_depth.set(yscale="log", xlabel="depth l (0 = embeddings, then after each block)",
+                 ylabel="variance of the hidden state", title=f"By depth, end of training, lr {lr:g}")
+    ax_depth.set_xticks(depths)
+    ax_lr.set(xscale="log", yscale="log", xlabel="peak learning rate", ylabel="variance after the last block",
+              title="The last block, against the learning rate")
+    ax_lr.set_xticks(lrs_arr, [f"{v:g}" for v in lrs])
+    ax_lr.minorticks_off()
+    ax_depth.legend(loc="upper left", fontsize=9)
+    return fig
+
+
 def plot_stability_grid(
     losses: Mapping[tuple[str, int, float], float], labels: Mapping[tuple[str, int, float], str],
     placements: Sequence[str], warmups: Sequence[int], lrs: Sequence[float], reference: float | None = None,
@@ -490,6 +532,13 @@ def _theorem1_example() -> plt.Figure:
     return plot_theorem1(theorem1_arrays(record), record.config["depths"], span=(6, 14))
 
 
+def _hidden_variance_example() -> plt.Figure:
+    from prenorm_lib.lab import experiments
+
+    record = experiments.load("periln_variance")
+    return plot_hidden_variance(hidden_variance_summary(record), record.config["lrs"], 1e-2)
+
+
 def _branch_gains_example() -> plt.Figure:
     corpus = _small_corpus()
     return plot_branch_gains({ffn: branch_gains_over_seeds(corpus, ffn, seeds=range(2)) for ffn in ("relu", "swiglu")})
@@ -542,6 +591,7 @@ EXAMPLES = {
     "depth_slider": _depth_example,
     "last_layer_grad_by_depth": _last_layer_example,
     "theorem1": _theorem1_example,
+    "hidden_variance": _hidden_variance_example,
     "branch_gains": _branch_gains_example,
     "stability_grid": _grid_example,
     "loss_curves": _loss_curves_example,
