@@ -97,6 +97,29 @@ def expected_ffn_grad_norms(model: nn.Module, batches: Iterable[tuple[torch.Tens
     return norms
 
 
+def expected_grad_norms_by_layer(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]]
+                                 ) -> dict[str, float]:
+    """Per layer (as :func:`layer_name` groups the parameters), the norm of the gradient averaged over ``batches``.
+
+    The layer-level version of :func:`expected_ffn_grad_norms`: all of a block's parameters
+    together, the quantity Mix-LN (Li et al. 2024) plot per layer, with the batches' noise
+    averaged out. ``.grad`` is not touched.
+    """
+    sums: dict[str, torch.Tensor] = {}
+    count = 0
+    for x, y in batches:
+        for name, g in _gradients(model, x, y).items():
+            sums[name] = sums[name] + g if name in sums else g.clone()
+        count += 1
+    if count == 0:
+        raise ValueError("batches must hold at least one (x, y) pair, got none")
+    squares: dict[str, float] = {}
+    for name, total in sums.items():
+        key = layer_name(name)
+        squares[key] = squares.get(key, 0.0) + (total / count).pow(2).sum().item()
+    return {key: math.sqrt(value) for key, value in squares.items()}
+
+
 def ffn_grad_norms_by_layer(model: nn.Module, x: torch.Tensor, y: torch.Tensor, weight: str = "all") -> list[float]:
     """Per block, the norm of the gradient of its feed-forward weights (Xiong et al. Fig. 3).
 

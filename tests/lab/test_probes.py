@@ -16,6 +16,7 @@ from prenorm_lib.lab.probes import (
     branch_gains,
     dead_relu_fraction,
     ffn_grad_norms_by_layer,
+    expected_grad_norms_by_layer,
     grad_norms_at_init,
     head_max_logits,
     hidden_state_stats,
@@ -276,6 +277,26 @@ def test_output_logit_stats_are_the_mean_absolute_log_partition_and_the_largest_
     stats = output_logit_stats(Fixed(), torch.zeros(2, 5, dtype=torch.long))
     assert stats["log_z"] == pytest.approx(log_z.abs().mean().item(), rel=1e-6)  # float32 inside
     assert stats["max_logit"] == pytest.approx(logits.abs().max().item(), rel=1e-6)
+
+
+def test_expected_grad_norms_by_layer_pool_the_batches_gradients(corpus):
+    model = build_model(corpus, seed=0, num_layers=2)
+    batches = [get_batch(corpus.train_ids, 2, 16, torch.Generator().manual_seed(s)) for s in range(3)]
+    model.zero_grad(set_to_none=True)
+    for x, y in batches:  # .grad accumulates the sum of the three gradients
+        next_token_loss(model, x, y).backward()
+    expected = {}
+    for name, p in model.named_parameters():
+        key = probes.layer_name(name)
+        expected[key] = expected.get(key, 0.0) + (p.grad / 3).pow(2).sum().item()
+    model.zero_grad(set_to_none=True)
+    found = expected_grad_norms_by_layer(model, batches)
+    assert found == pytest.approx({k: math.sqrt(v) for k, v in expected.items()}, rel=1e-5)
+    assert all(p.grad is None for p in model.parameters())
+    one = expected_grad_norms_by_layer(model, batches[:1])
+    assert one["layers.0"] > found["layers.0"]  # one batch's noise adds; the mean cancels some of it
+    with pytest.raises(ValueError, match="batches"):
+        expected_grad_norms_by_layer(model, [])
 
 
 def test_stream_gradient_norms_by_sub_layer(corpus, batch):
