@@ -14,17 +14,30 @@ EXERCISE_NOTEBOOKS := $(sort $(wildcard notebooks/exercises/[0-9][0-9]_*.ipynb))
         exercises check not-every-exercise-passed-yet grade bench notebook-times site demo experiments experiment clean \
         wheel wheel-check nbval-cpus drift-cpus attacks-as-user
 
+## torch's build. On Linux without an NVIDIA GPU (no nvidia-smi) pip also looks in PyTorch's CPU index, whose
+## 2.13.0+cpu satisfies the pin torch==2.13.0 and wins over PyPI's 2.13.0, the CUDA build (several GB more).
+## The index is tried first (10 s); if it cannot be reached, setup says so and pip uses only its own
+## indexes and find-links (pip would otherwise retry it for every package). TORCH_INDEX= (empty) takes
+## pip's default; on macOS and Windows PyPI's torch is a CPU build already.
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?= $(if $(filter Linux,$(shell uname -s)),$(if $(shell command -v nvidia-smi),,$(TORCH_CPU_INDEX)))
+
 setup: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	index="$(TORCH_INDEX)"; \
+	if [ -n "$$index" ] && ! $(PY) -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=10)' \
+	     "$$index" 2>/dev/null; then \
+	  echo "setup: PyTorch's CPU index $$index cannot be reached; torch comes from pip's other indexes" \
+	       "(on Linux PyPI's is the CUDA build)"; index=""; fi; \
+	$(PY) -m pip install --quiet $${index:+--extra-index-url "$$index"} -r requirements.txt
 	touch $(STAMP)
 
-## Open the course in JupyterLab.
+## Open the course in JupyterLab, at the exercise notebooks (the solutions are one folder up, in notebooks/).
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(BIN)/jupyter lab notebooks/ --LabApp.default_url=/lab/tree/exercises $(if $(filter 0,$(shell id -u)),--allow-root)
 
 ## Everything CI checks: lint, unit tests, every notebook under nbval, the exercise loop, the browser.
 test: $(STAMP) lint unit nbval exercises-verify browser

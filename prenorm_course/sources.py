@@ -8,11 +8,12 @@ quotes from it with the section, table or figure the sentence stands in. Quoted 
 a term -- are listed as phrases, so that nothing in quotation marks is left unexplained.
 
 :func:`problems` compares the file with the prose people read (the solution notebooks'
-Markdown, ``README.md`` and ``docs/*.md``; the exercise notebooks are generated from the
-solutions) and names every disagreement:
+Markdown, ``README.md``, ``CONTRIBUTING.md`` and ``docs/*.md``; the exercise notebooks are generated
+from the solutions) and names every disagreement:
 
-- a quotation in the prose that no quote of the file contains (a fragment between ``…`` counts
-  on its own), and no phrase of the file is;
+- a quotation in a notebook or the README that no quote of the file contains (a fragment between
+  ``…`` counts on its own), and no phrase of the file is (the other docs quote the course's own
+  messages and commands, which are not sources: their quotation marks are not read);
 - a citation in the prose (``Name et al.``, ``Name & Name``, ``Name (2020)``, ``arXiv NNNN.NNNNN``)
   of a paper the file does not hold;
 - a quote or phrase of the file that no prose uses;
@@ -40,6 +41,7 @@ from pathlib import Path
 SOURCES_FILE = Path("docs") / "sources.toml"
 NOTEBOOK_GLOB = "notebooks/[0-9][0-9]_*.ipynb"
 DOC_FILES = ("README.md", "CONTRIBUTING.md")
+QUOTING_DOCS = {"README.md"}  # besides the notebooks, the prose whose quotation marks are read
 DOC_GLOB = "docs/*.md"
 SKIPPED_DOCS = {"docs/measurements.md"}  # written by the tools that measure, never quoting a paper
 
@@ -166,6 +168,11 @@ def quotations(text: str) -> list[str]:
     return spans
 
 
+def _quotations_read(passage: Passage) -> list[str]:
+    quoting = passage.place[:2].isdigit() or passage.place in QUOTING_DOCS
+    return quotations(passage.text) if quoting else []
+
+
 def fragments(quotation: str) -> list[str]:
     """What must be found in the source: the quotation, or each piece between ellipses."""
     return [normalise(piece) for piece in ELLIPSIS.split(quotation) if normalise(piece)]
@@ -199,7 +206,7 @@ def problems(root: Path) -> list[str]:
     cited_in: dict[str, set[str]] = {paper.key: set() for paper in sources.papers}
     prose = passages(root)
     for passage in prose:
-        for quotation in quotations(passage.text):
+        for quotation in _quotations_read(passage):
             pieces = fragments(quotation)
             if not pieces:
                 continue
@@ -217,7 +224,7 @@ def problems(root: Path) -> list[str]:
                 found.append(f"{passage.place}: cites {citation!r}, which no paper of {SOURCES_FILE} names")
     for paper, quote, text in quotes:
         quoted_at = {passage.place for passage in prose
-                     if any(_fits(q, text) for q in quotations(passage.text))}
+                     if any(_fits(q, text) for q in _quotations_read(passage))}
         if not quoted_at:
             found.append(f"{SOURCES_FILE}: the quote of {paper.key} \"{quote.text[:70]}…\" is quoted nowhere")
         elif quoted_at != set(quote.used_in):

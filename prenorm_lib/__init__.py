@@ -2,10 +2,12 @@
 
 The top level is the model a learner builds, one file per piece, in the order the
 notebooks introduce them: the stateless kernels (:mod:`~prenorm_lib.functional`), bias-free
-``Linear`` and ``Embedding`` (:mod:`~prenorm_lib.layers`), RMSNorm (:mod:`~prenorm_lib.norm`),
+``Linear`` and ``Embedding`` (:mod:`~prenorm_lib.layers`), RMSNorm and the point-wise functions that
+can replace it (:mod:`~prenorm_lib.norm`),
 the feed-forward networks (:mod:`~prenorm_lib.ffn`), rotary and absolute positions
 (:mod:`~prenorm_lib.rope`, :mod:`~prenorm_lib.positions`), attention, the block and the
-language model, plus the argument checks they share (:mod:`~prenorm_lib.validation`).
+language model, the model's configuration and its table of norm placements
+(:mod:`~prenorm_lib.config`), plus the argument checks they share (:mod:`~prenorm_lib.validation`).
 Modules own the parameters, named and laid out as in the CS336 assignment, so state dicts
 load both ways.
 
@@ -26,10 +28,11 @@ the model alone loads no plotting library.
 from prenorm_lib import functional
 from prenorm_lib.attention import MultiHeadSelfAttention
 from prenorm_lib.block import TransformerBlock
+from prenorm_lib.config import ModelConfig
 from prenorm_lib.ffn import GEGLU, Bilinear, FeedForward, ReGLU, SwiGLU, swiglu_hidden_dim
 from prenorm_lib.layers import Embedding, Linear
 from prenorm_lib.model import TransformerLM
-from prenorm_lib.norm import RMSNorm
+from prenorm_lib.norm import DynamicErf, DynamicTanh, RMSNorm
 from prenorm_lib.rope import RotaryPositionalEmbedding
 
 _FROM_THE_LAB = ("setup", "seed_everything")
@@ -37,9 +40,12 @@ _FROM_THE_LAB = ("setup", "seed_everything")
 __all__ = [
     "GEGLU",
     "Bilinear",
+    "DynamicErf",
+    "DynamicTanh",
     "Embedding",
     "FeedForward",
     "Linear",
+    "ModelConfig",
     "MultiHeadSelfAttention",
     "RMSNorm",
     "ReGLU",

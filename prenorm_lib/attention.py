@@ -27,6 +27,8 @@ explicit path (scores, cap, mask, softmax) instead of the fused kernel.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -68,6 +70,7 @@ class MultiHeadSelfAttention(nn.Module):
     size d_head shared by the heads. With ``qk_norm="flat"`` (OLMo 2) ``q_norm`` and
     ``k_norm`` normalise the whole (d_model,) projection, gain of size d_model, before the
     heads are split. Both act before RoPE rotates (a rotation keeps the norm anyway).
+    ``norm_factory(size)``, if given, makes ``q_norm`` and ``k_norm`` in RMSNorm's place.
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class MultiHeadSelfAttention(nn.Module):
         eps: float = 1e-5,
         device=None,
         dtype=None,
+        norm_factory: Callable[[int], nn.Module] | None = None,
         logit_softcap: float | None = None,
     ):
         super().__init__()
@@ -103,8 +107,10 @@ class MultiHeadSelfAttention(nn.Module):
         self.qk_norm = qk_norm_form(qk_norm)
         if self.qk_norm is not None:
             size = self.d_head if self.qk_norm == "per_head" else d_model
-            self.q_norm = RMSNorm(size, eps=eps, device=device, dtype=dtype)
-            self.k_norm = RMSNorm(size, eps=eps, device=device, dtype=dtype)
+            if norm_factory is None:  # RMSNorm; the block passes ModelConfig's normaliser (DyT, Derf) instead
+                def norm_factory(n: int) -> nn.Module:
+                    return RMSNorm(n, eps=eps, device=device, dtype=dtype)
+            self.q_norm, self.k_norm = norm_factory(size), norm_factory(size)
         self.logit_softcap = None if logit_softcap is None else validation.positive_float("logit_softcap",
                                                                                           logit_softcap)
 

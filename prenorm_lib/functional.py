@@ -21,6 +21,8 @@ __all__ = [
     "apply_rope",
     "bilinear_glu",
     "causal_mask",
+    "derf",
+    "dyt",
     "gated_ffn",
     "geglu",
     "gelu",
@@ -106,6 +108,59 @@ def prms_norm(x: torch.Tensor, weight: torch.Tensor, p: float = PRMS_FRACTION, e
     x32 = x.to(torch.promote_types(x.dtype, torch.float32))
     inv_rms = torch.rsqrt(x32[..., :k].pow(2).mean(dim=-1, keepdim=True) + eps)  # (..., 1)
     return (x32 * inv_rms * weight.to(x32.dtype)).to(x.dtype)
+
+
+def _pointwise_affine(x: torch.Tensor, squashed: torch.Tensor, weight: torch.Tensor,
+                      bias: torch.Tensor | None) -> torch.Tensor:
+    """``weight * squashed + bias`` in the compute dtype of ``squashed``, cast back to ``x.dtype``."""
+    out = squashed * weight.to(squashed.dtype)
+    if bias is not None:
+        out = out + bias.to(squashed.dtype)
+    return out.to(x.dtype)
+
+
+def _check_pointwise(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                     **scalars: torch.Tensor) -> None:
+    validation.floating("x", x)
+    for name, parameter in (("weight", weight), ("bias", bias)):
+        if parameter is None:
+            continue
+        validation.last_dim(name, parameter, x.shape[-1], "x.shape[-1]")
+        if parameter.ndim != 1:
+            raise ValueError(f"{name} must be 1-D with shape ({x.shape[-1]},), got {tuple(parameter.shape)}")
+    for name, scalar in scalars.items():
+        validation.tensor(name, scalar)
+        if scalar.numel() != 1:
+            raise ValueError(f"{name} must be a single learnable number (numel 1), got shape {tuple(scalar.shape)}")
+
+
+def dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Dynamic Tanh (Zhu et al. 2025): ``weight * tanh(alpha * x) + bias``, element by element.
+
+    No statistic of the vector is computed: one learnable scalar ``alpha`` sets the input's
+    scale for every element alike, and tanh squashes the extreme values that a norm would
+    divide down. ``weight`` and ``bias`` are the per-channel gain and shift of a norm;
+    ``bias=None`` drops the shift, as DyT's LLaMA code does where it replaces RMSNorm
+    (which has no bias). Computed in (at least) float32 like :func:`rms_norm`.
+    """
+    _check_pointwise(x, weight, bias, alpha=alpha)
+    compute_dtype = torch.promote_types(x.dtype, torch.float32)
+    squashed = torch.tanh(alpha.to(compute_dtype) * x.to(compute_dtype))  # (..., d)
+    return _pointwise_affine(x, squashed, weight, bias)
+
+
+def derf(x: torch.Tensor, alpha: torch.Tensor, shift: torch.Tensor, weight: torch.Tensor,
+         bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Dynamic erf (Chen et al. 2025, "Derf"): ``weight * erf(alpha * x + shift) + bias``.
+
+    DyT's slot with the error function erf(z) = 2/√π ∫₀ᶻ e^(−t²) dt in place of tanh and one
+    more learnable scalar, the ``shift`` s inside it. As for :func:`dyt`, ``bias=None``
+    drops the per-channel shift.
+    """
+    _check_pointwise(x, weight, bias, alpha=alpha, shift=shift)
+    compute_dtype = torch.promote_types(x.dtype, torch.float32)
+    squashed = torch.erf(alpha.to(compute_dtype) * x.to(compute_dtype) + shift.to(compute_dtype))  # (..., d)
+    return _pointwise_affine(x, squashed, weight, bias)
 
 
 def relu(x: torch.Tensor) -> torch.Tensor:

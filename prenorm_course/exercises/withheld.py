@@ -108,6 +108,7 @@ WITHHELD: dict[str, tuple[str, ...]] = {
         "prenorm_lib.block:TransformerBlock.post_norm_forward",  # 5.2
         "prenorm_lib.block:TransformerBlock.sandwich_forward",  # pre-norm, given identities as its output norms
         "prenorm_lib.block:TransformerBlock.deepnorm_forward",  # post-norm, given deepnorm_alpha = 1
+        "prenorm_lib.block:TransformerBlock.scaled_pre_norm_forward",  # pre-norm, given both its factors = 1
     ),
 }
 

@@ -25,7 +25,6 @@ Same seeds, same history, bit for bit (on one thread; :func:`prenorm_lib.setup` 
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 import time
@@ -38,6 +37,7 @@ from tqdm.auto import tqdm
 
 from prenorm_lib import validation
 from prenorm_lib.attention import MultiHeadSelfAttention
+from prenorm_lib.config import ModelConfig
 from prenorm_lib.ffn import default_hidden_dim
 from prenorm_lib.lab.data import VOCABULARY, Corpus, get_batch
 from prenorm_lib.lab.probes import (
@@ -176,11 +176,30 @@ class History:
 
 
 
+ADAM_EPS = 1e-8  # torch's AdamW default, the ε of every parameter outside a depth parametrisation's blocks
+
+
 def _parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Decay matrices only: shrinking a norm's gain or nothing else is not regularisation."""
+    """Decay matrices only: shrinking a norm's gain or nothing else is not regularisation.
+
+    Under a depth parametrisation (``ModelConfig.residual_scaling``: depth-μP, CompleteP) the
+    blocks' parameters get their own groups, with Adam's learning rate times
+    ``config.hidden_lr_scale`` (``lr_scale``, applied by :func:`train` at every update) and ε
+    times ``config.hidden_eps_scale`` — the optimizer half of Dey et al.'s rules, as their
+    reference code applies them; embeddings, final norm and head keep the base values.
+    """
     decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    config = getattr(model, "config", None)
+    if not isinstance(config, ModelConfig) or config.residual_scaling == "none":
+        return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    in_blocks = {id(p) for p in model.layers.parameters()}
+    groups = []
+    for params, decayed in ((decay, weight_decay), (no_decay, 0.0)):
+        groups.append({"params": [p for p in params if id(p) not in in_blocks], "weight_decay": decayed})
+        groups.append({"params": [p for p in params if id(p) in in_blocks], "weight_decay": decayed,
+                       "lr_scale": config.hidden_lr_scale, "eps": ADAM_EPS * config.hidden_eps_scale})
+    return [group for group in groups if group["params"]]
 
 
 def _validation_batches(corpus: Corpus, config: TrainConfig) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -303,7 +322,7 @@ def train(
     generator = torch.Generator().manual_seed(config.seed)
     val_batches = _validation_batches(corpus, config)
     optimizer = torch.optim.AdamW(
-        _parameter_groups(model, config.weight_decay), lr=lr_at(0, config), betas=config.betas,
+        _parameter_groups(model, config.weight_decay), lr=lr_at(0, config), betas=config.betas, eps=ADAM_EPS,
         foreach=True,  # one fused update over all tensors: on CPU a quarter cheaper than the loop
     )
     max_norm = math.inf if config.grad_clip is None else config.grad_clip
@@ -323,7 +342,7 @@ def train(
     for step in range(1, config.steps + 1):
         lr = lr_at(step, config)
         for group in optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)  # a depth parametrisation scales its blocks' rate
         x, y = get_batch(corpus.train_ids, config.batch_size, config.context_length, generator)
         x, y = x.to(device), y.to(device)
         every = config.record_norms_every
@@ -377,19 +396,15 @@ def _record_metrics(history: History, model: nn.Module, on_eval) -> None:
         history.metrics.setdefault(name, []).append(float(value))
 
 
-_MODEL_ARGUMENTS = tuple(inspect.signature(TransformerLM).parameters)
-
-
-def model_config(**overrides) -> dict:
-    """Keyword arguments of the course's tiny TransformerLM, with ``overrides`` applied.
+def course_config(**overrides) -> ModelConfig:
+    """The course's tiny model as a :class:`~prenorm_lib.config.ModelConfig`, with ``overrides`` applied.
 
     Defaults: the grammar's vocabulary, d_model 64, 2 layers, 4 heads, context 32, RoPE
     (θ = 10000), pre-norm, SwiGLU. Unless given, ``d_ff`` is the FFN kind's default
-    (:func:`prenorm_lib.ffn.default_hidden_dim`: 192 for SwiGLU, 256 for ReLU/SiLU).
+    (:func:`prenorm_lib.ffn.default_hidden_dim`: 192 for SwiGLU, 256 for ReLU/SiLU). Any
+    field of ModelConfig may be overridden; another name is refused, naming the fields.
     """
-    unknown = sorted(set(overrides) - set(_MODEL_ARGUMENTS))
-    if unknown:
-        raise ValueError(f"unknown TransformerLM arguments {unknown}; expected some of {list(_MODEL_ARGUMENTS)}")
+    ModelConfig.check_names(overrides, "the course's model")
     config = dict(
         vocab_size=len(VOCABULARY), context_length=32, d_model=64, num_layers=2, num_heads=4,
         rope_theta=10000.0, norm="pre", ffn="swiglu",
@@ -397,20 +412,27 @@ def model_config(**overrides) -> dict:
     config.update(overrides)
     if "d_ff" not in overrides:
         config["d_ff"] = default_hidden_dim(config["ffn"], config["d_model"])
-    return config
+    return ModelConfig(**config)
+
+
+def model_config(**overrides) -> dict:
+    """:func:`course_config` as the keyword arguments of ``TransformerLM`` (every field of the config)."""
+    return course_config(**overrides).as_kwargs()
 
 
 def build_model(corpus: Corpus, seed: int = 0, device: torch.device | str | None = None,
                 **overrides) -> TransformerLM:
     """A TransformerLM for ``corpus``, initialised from ``seed`` without touching global RNG state.
 
+    ``overrides`` are fields of :class:`~prenorm_lib.config.ModelConfig` (see :func:`course_config`).
     The weights are drawn on the CPU (the same model on every device), then moved to
     ``device`` (default :func:`default_device`: ``$PRENORM_DEVICE``, else the CPU).
     """
-    config = model_config(**{"vocab_size": corpus.vocab_size, **overrides})
+    config = course_config(**{"vocab_size": corpus.vocab_size, **overrides})
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = TransformerLM(**config)
+        # The keyword door (= from_config): a graded kernel that withholds TransformerLM keeps its signature
+        model = TransformerLM(**config.as_kwargs())
     return model.to(default_device() if device is None else torch.device(device))
 
 

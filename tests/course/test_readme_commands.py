@@ -34,13 +34,24 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 README = REPO_ROOT / "README.md"
+
+
+def doc_files() -> list[Path]:
+    """Every document a reader follows: the README, the docs folder, CONTRIBUTING, CHANGELOG, AGENTS."""
+    docs = [README, *sorted((REPO_ROOT / "docs").glob("*.md")),
+            *(REPO_ROOT / name for name in ("CONTRIBUTING.md", "CHANGELOG.md", "AGENTS.md"))]
+    return [path for path in docs if path.exists()]
+
+
+def all_docs_text() -> str:
+    return "\n".join(path.read_text() for path in doc_files())
 FENCE = re.compile(r"```[a-z]*\n(.*?)```", re.DOTALL)
 INLINE_CODE = re.compile(r"`([^`\n]+)`")
 MAKE_COMMAND = re.compile(r"(?:^|[\s;&|(])make ([a-z][a-z0-9-]*)((?:\s+[A-Z_]+=\S+)*)")
 
 # Each README command and what runs it as written (a test in this module unless a path is named).
 EXERCISED = {
-    "lab": "test_make_lab_serves_the_notebooks",
+    "lab": "test_make_lab_opens_the_exercise_notebooks",
     "test": ".ci/run",  # CI runs `make test` on a fresh clone, nothing weaker
     "demo": "tests/course/browser/test_demo.py",  # make demo NB=0N PORT=… for every notebook, in Chromium
     "site": "test_make_site_builds_every_page",
@@ -81,10 +92,11 @@ def test_readme_commands_are_found_in_code_only():
 
 
 def test_every_readme_command_is_exercised():
-    commands = readme_commands(README.read_text())
+    assert {"lab", "check"} <= set(readme_commands(README.read_text())), "the README lost a learner's command"
+    commands = readme_commands(all_docs_text())
     assert {"lab", "test", "demo", "site", "check", "grade", "bench", "figures", "experiment"} <= set(commands)
     missing = sorted(set(commands) - set(EXERCISED))
-    assert not missing, (f"README gives {[commands[name][0] for name in missing]} but no test runs them as "
+    assert not missing, (f"the docs give {[commands[name][0] for name in missing]} but no test runs them as "
                          f"written: add a test to {Path(__file__).name} and name it in EXERCISED")
     module = globals()
     for name, where in EXERCISED.items():
@@ -143,8 +155,9 @@ def readme_python_commands(text: str) -> list[tuple[str, str, str | None]]:
 def test_every_python_command_of_the_readme_runs_as_typed_from_a_checkout():
     """A bare `python` is not the course's (it lacks torch); the venv's is. Each module and
     subcommand must exist: `--help` of each exits 0, as it does not for a name argparse refuses."""
-    commands = readme_python_commands(README.read_text())
-    assert ("python3.11", "venv", None) in commands and len(commands) > 3, commands
+    assert ("python3.11", "venv", None) in readme_python_commands(README.read_text())
+    commands = readme_python_commands(all_docs_text())
+    assert len(commands) > 3, commands
     for interpreter, module, subcommand in commands:
         if module == "venv":
             continue
@@ -160,9 +173,8 @@ def test_a_bare_python_in_the_readme_is_found():
 
 
 def test_the_jupyter_lab_line_says_what_root_needs():
-    lines = [line for block in FENCE.findall(README.read_text()) for line in block.splitlines()
-             if "jupyter lab" in line]
-    assert lines and all("--allow-root" in line for line in lines), lines
+    paragraphs = [paragraph for paragraph in re.split(r"\n\s*\n", all_docs_text()) if "jupyter lab " in paragraph]
+    assert paragraphs and all("--allow-root" in paragraph for paragraph in paragraphs), paragraphs
 
 _read = Path.read_text
 
@@ -274,16 +286,22 @@ def responds(url: str, timeout_s: float = 120) -> int:
 
 
 @pytest.mark.slow
-def test_make_lab_serves_the_notebooks(checkout: Path, tmp_path: Path):
+def test_make_lab_opens_the_exercise_notebooks(checkout: Path, tmp_path: Path):
+    """`make lab` prints (and opens) the exercise folder; the server's front page leads there; the
+    solutions are one folder up, where a learner finds them after the exercises."""
     server = Server(checkout, ["lab"], jupyter_home(tmp_path), tmp_path / "lab.log")
     try:
-        found = server.wait_for(r"http://(?:localhost|127\.0\.0\.1):(\d+)/lab\?token=([0-9a-f]+)")
-        base = f"http://127.0.0.1:{found.group(1)}"
-        assert "started" in answers(f"{base}/api/status?token={found.group(2)}")
-        listing = answers(f"{base}/api/contents?token={found.group(2)}")
-        names = {item["name"] for item in listing["content"]}
+        found = server.wait_for(r"http://(?:localhost|127\.0\.0\.1):(\d+)/lab(/tree/exercises)?\?token=([0-9a-f]+)")
+        assert found.group(2) == "/tree/exercises", f"make lab opens {found.group(0)}, not the exercise notebooks"
+        base, token = f"http://127.0.0.1:{found.group(1)}", found.group(3)
+        assert "started" in answers(f"{base}/api/status?token={token}")
+        front = urllib.request.urlopen(f"{base}/?token={token}", timeout=30)
+        assert "/lab/tree/exercises" in front.url, f"the front page leads to {front.url}"
+        exercises = {item["name"] for item in answers(f"{base}/api/contents/exercises?token={token}")["content"]}
+        solutions = {item["name"] for item in answers(f"{base}/api/contents?token={token}")["content"]}
         course = {path.name for path in (checkout / "notebooks").glob("[0-9][0-9]_*.ipynb")}
-        assert course and course <= names, f"make lab serves {sorted(names)}, not the course notebooks {course}"
+        assert course and course <= exercises, f"the exercise folder holds {sorted(exercises)}, not {course}"
+        assert course <= solutions, f"the solutions are not one folder up: {sorted(solutions)}"
     finally:
         server.stop()
     assert server.process.returncode is not None
@@ -439,3 +457,65 @@ def test_make_wheel_builds_an_installable_wheel(checkout: Path):
     assert "prenorm_lib/lab/experiments/results/ffn_ablation.json" in names
     assert any(name.startswith("prenorm_lib/lab/corpora/") for name in names)
     assert not any(name.startswith("prenorm_course/") for name in names)
+
+
+# ---------------------------------------------------------------- a learner's page
+
+README_MAX_LINES = 150
+FIRST_EXERCISE_WITHIN = 60
+
+
+def learner_page_problems(text: str) -> list[str]:
+    """What keeps the README from being a learner's five-minute page."""
+    lines = text.splitlines()
+    problems = [f"{len(lines)} lines, more than {README_MAX_LINES}"] if len(lines) > README_MAX_LINES else []
+    first = next((number for number, line in enumerate(lines, 1) if "make check NB=" in line), None)
+    if first is None or first > FIRST_EXERCISE_WITHIN:
+        problems.append(f"the first exercise command (make check NB=…) is on line {first}, "
+                        f"not within the first {FIRST_EXERCISE_WITHIN}")
+    return problems
+
+
+def test_the_readme_is_a_learners_page():
+    assert learner_page_problems(README.read_text()) == []
+
+
+def test_a_long_readme_or_a_late_first_exercise_is_found():
+    late = "\n".join(["prose"] * 70 + ["make check NB=01"] + ["more"] * 100)
+    assert learner_page_problems(late) == ["171 lines, more than 150",
+                                           "the first exercise command (make check NB=…) is on line 71, "
+                                           "not within the first 60"]
+
+
+# ---------------------------------------------------------------- one fact in one place, linked
+
+LINK = re.compile(r"\]\((?!https?://|mailto:)([^)#\s]*)(?:#([^)\s]+))?\)")
+HEADING = re.compile(r"^#{1,6} (.+?)\s*$", re.MULTILINE)
+
+
+def anchors(text: str) -> set[str]:
+    """GitHub's anchors for the headings of a Markdown text."""
+    headings = HEADING.findall(FENCE.sub("", text))
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+def broken_links(path: Path) -> list[str]:
+    """Relative links of ``path`` whose file or heading does not exist."""
+    broken = []
+    for target, anchor in LINK.findall(FENCE.sub("", path.read_text())):
+        linked = (path.parent / target).resolve() if target else path
+        if not linked.exists():
+            broken.append(f"{path.name}: {target} does not exist")
+        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked.read_text()):
+            broken.append(f"{path.name}: {target}#{anchor} names no heading there")
+    return broken
+
+
+def test_every_link_between_the_docs_resolves():
+    assert [problem for path in doc_files() for problem in broken_links(path)] == []
+
+
+def test_a_link_to_a_missing_heading_is_found(tmp_path: Path):
+    (tmp_path / "a.md").write_text("# A\n\n## Notebook times\n")
+    (tmp_path / "b.md").write_text("[ok](a.md#notebook-times), [no](a.md#bench), [gone](c.md), [self](#b)\n\n# B\n")
+    assert broken_links(tmp_path / "b.md") == ["b.md: a.md#bench names no heading there", "b.md: c.md does not exist"]

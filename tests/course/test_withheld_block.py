@@ -55,6 +55,8 @@ attempt("subclass", lambda: Mine(8, 2, 16, 16, norm="post")(x))
 same = lambda t: t
 attempt("sandwich", lambda: TransformerBlock.sandwich_forward(SimpleNamespace(ln1_out=same, ln2_out=same, **parts), x))
 attempt("deepnorm", lambda: TransformerBlock.deepnorm_forward(SimpleNamespace(deepnorm_alpha=1.0, **parts), x))
+attempt("scaled", lambda: TransformerBlock.scaled_pre_norm_forward(
+    SimpleNamespace(norm_output_scale=1.0, branch_multiplier=1.0, **parts), x))
 attempt("unnormalised", lambda: TransformerBlock.unnormalised_forward(SimpleNamespace(**parts), x))
 print(sorted(found.items()))
 from prenorm_lib.checks import block
@@ -67,9 +69,10 @@ def test_the_graded_copy_of_05_stubs_exactly_the_block_passes_that_answer_5_1_an
     """The stubs are in the file the kernel imports; the other placements (and the constructor) stay whole."""
     files = CourseFiles.take(repo_root()).files
     graded = withheld_files(files, NAME)[BLOCK_FILE].decode()
-    for method in ("pre_norm_forward", "post_norm_forward", "sandwich_forward", "deepnorm_forward"):
+    for method in ("pre_norm_forward", "post_norm_forward", "sandwich_forward", "deepnorm_forward",
+                   "scaled_pre_norm_forward"):
         assert f"prenorm_lib.block.TransformerBlock.{method} is {MARKER} {NAME}" in graded, method
-    assert graded.count(MARKER) == 4
+    assert graded.count(MARKER) == 5
     assert "h = x + self.attn(x, token_positions)" in graded  # unnormalised_forward, kept
     assert files[BLOCK_FILE].decode().count(MARKER) == 0  # the course's own library is untouched
 
@@ -87,7 +90,9 @@ def test_the_variants_withheld_beside_the_answers_compute_them():
     with torch.no_grad():
         sandwich = block.sandwich_forward.__func__(Parts(ln1_out=lambda t: t, ln2_out=lambda t: t), x)
         deepnorm = block.deepnorm_forward.__func__(Parts(deepnorm_alpha=1.0), x)
+        scaled = block.scaled_pre_norm_forward.__func__(Parts(norm_output_scale=1.0, branch_multiplier=1.0), x)
         assert torch.equal(sandwich, block_checks._pre(x, *parts.values()))
+        assert torch.equal(scaled, block_checks._pre(x, *parts.values()))
         assert torch.equal(deepnorm, block_checks._post(x, *parts.values()))
 
 
@@ -98,7 +103,7 @@ def test_in_the_graded_kernel_of_05_every_route_to_the_block_passes_finds_the_st
         run = kernel.run_cell(CHEATS, 60)
     assert run.status == OK, run
     printed = "".join(o.get("text", "") for o in run.outputs if o["output_type"] == "stream").strip().splitlines()
-    routes = ["method", "renamed", "forward", "loaded again", "exec", "subclass", "sandwich", "deepnorm"]
+    routes = ["method", "renamed", "forward", "loaded again", "exec", "subclass", "sandwich", "deepnorm", "scaled"]
     assert printed[0] == str(sorted({**dict.fromkeys(routes, "withheld"), "unnormalised": "computed"}.items()))
     # the checkers' references (block._pre, block._post, the mistakes) are not there: only the probes
     assert printed[1] == str(["_Counted", "_call_counts", "_counted_parts"])

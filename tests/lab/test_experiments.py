@@ -182,8 +182,8 @@ def test_every_stored_record_was_made_by_todays_code(name):
 
 
 def readme_record_table() -> dict[str, str]:
-    """README's table of records: name → the time it says the record took ("5.4 min")."""
-    readme = (Path(experiments.__file__).parents[3] / "README.md").read_text(encoding="utf-8")
+    """CONTRIBUTING's table of records: name → the time it says the record took ("5.4 min")."""
+    readme = (Path(experiments.__file__).parents[3] / "CONTRIBUTING.md").read_text(encoding="utf-8")
     return dict(re.findall(r"^\| `(\w+)` \|.*\| ([0-9.]+ min) \|$", readme, flags=re.MULTILINE))
 
 
@@ -196,6 +196,6 @@ def test_readme_lists_every_record_with_the_time_it_says_of_itself():
 
 
 def test_the_readme_table_reader_sees_a_changed_time(monkeypatch, tmp_path):
-    (tmp_path / "README.md").write_text("| `ffn_ablation` | six FFNs | 02 | 41 min |\n", encoding="utf-8")
+    (tmp_path / "CONTRIBUTING.md").write_text("| `ffn_ablation` | six FFNs | 02 | 41 min |\n", encoding="utf-8")
     monkeypatch.setattr(experiments, "__file__", str(tmp_path / "a" / "b" / "c" / "__init__.py"))
     assert readme_record_table() == {"ffn_ablation": "41 min"}

@@ -8,6 +8,7 @@ parameter names, gradients reaching every parameter, and their initial scales.
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -15,16 +16,32 @@ from torch import nn
 from torch.testing import assert_close
 
 from prenorm_lib.attention import MultiHeadSelfAttention
-from prenorm_lib.block import FORWARDS, NORMS, TransformerBlock, deepnorm_constants
+from prenorm_lib.block import NORMS, TransformerBlock, deepnorm_constants
+from prenorm_lib.config import PLACEMENTS, ModelConfig
 from prenorm_lib.ffn import FeedForward, SwiGLU
-from prenorm_lib.norm import RMSNorm
+from prenorm_lib.norm import DynamicErf, DynamicTanh, RMSNorm
 
 FFNS = ("swiglu", "silu", "relu")
 LAYERS = 3  # the depth DeepNorm's constants and the scaled init are computed for
+MIX_LN_FRACTION = 0.5  # with 3 layers: ⌊1.5⌋ = 1 post-norm block at the bottom, then two pre-norm ones
+LAYER_OF = {"mix_ln": 0, "layernorm_scaling": 2}  # where a block that depends on its place sits by default
 
 
-def make_block(norm: str, ffn: str = "swiglu", dtype=torch.float64, **options) -> TransformerBlock:
-    block = TransformerBlock(16, 4, 32, max_seq_len=32, norm=norm, ffn=ffn, num_layers=LAYERS, dtype=dtype, **options)
+def config(norm: str = "pre", **options) -> ModelConfig:
+    if norm == "mix_ln":
+        options.setdefault("post_ln_fraction", MIX_LN_FRACTION)
+    return ModelConfig(vocab_size=1, context_length=32, d_model=16, num_layers=LAYERS, num_heads=4, d_ff=32,
+                       norm=norm, **options)
+
+
+def make_block(norm: str, ffn: str = "swiglu", dtype=torch.float64, layer_index: int | None = None,
+               **options) -> TransformerBlock:
+    if PLACEMENTS[norm].needs_layer or layer_index is not None or set(options) - {"qk_norm", "scaled_init"}:
+        index = LAYER_OF.get(norm, 0) if layer_index is None else layer_index
+        block = TransformerBlock.from_config(config(norm, ffn=ffn, **options), index, dtype=dtype)
+    else:  # CS336's keyword door, as before the config
+        block = TransformerBlock(16, 4, 32, max_seq_len=32, norm=norm, ffn=ffn, num_layers=LAYERS, dtype=dtype,
+                                 **options)
     with torch.no_grad():  # gains other than ones and non-zero ReZero scalars, so that a skipped one would show
         for name, param in block.named_parameters():
             if name.endswith("norm.weight") or name.split(".")[0] in ("ln1", "ln2", "ln1_out", "ln2_out"):
@@ -37,6 +54,12 @@ def make_block(norm: str, ffn: str = "swiglu", dtype=torch.float64, **options) -
 def by_hand(block: TransformerBlock, x: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
     """The three formulas written out once more, from the block's own submodules."""
     attn = lambda h: block.attn(h, positions)
+    if block.norm == "pre" and block.config.residual_scaling != "none":
+        # depth-μP (Yang et al.) a = 1/2, CompleteP (Dey et al.) a = 1: x + (L/L₀)^(−a) · F(Norm(x))
+        a = {"depth_mup": 0.5, "completep": 1.0}[block.config.residual_scaling]
+        m = (LAYERS / block.config.base_depth) ** -a
+        h = x + m * attn(block.ln1(x))
+        return h + m * block.ffn(block.ln2(h))
     if block.norm == "pre":
         h = x + attn(block.ln1(x))
         return h + block.ffn(block.ln2(h))
@@ -56,8 +79,20 @@ def by_hand(block: TransformerBlock, x: torch.Tensor, positions: torch.Tensor | 
     if block.norm == "rezero":
         h = x + block.alpha_attn * attn(x)
         return h + block.alpha_ffn * block.ffn(h)
-    h = x + attn(x)
-    return h + block.ffn(h)
+    if block.norm == "mix_ln":  # Li, Yin & Liu: post-norm in the first ⌊αL⌋ blocks, pre-norm above
+        if block.layer_index < math.floor(MIX_LN_FRACTION * LAYERS):
+            z = block.ln1(x + attn(x))
+            return block.ln2(z + block.ffn(z))
+        h = x + attn(block.ln1(x))
+        return h + block.ffn(block.ln2(h))
+    if block.norm == "layernorm_scaling":  # Sun et al. eq. (12): LayerNorm(h) · 1/√ℓ in layer ℓ = 1 … L
+        scale = 1 / math.sqrt(block.layer_index + 1)
+        h = x + attn(scale * block.ln1(x))
+        return h + block.ffn(scale * block.ln2(h))
+    if block.norm == "none":
+        h = x + attn(x)
+        return h + block.ffn(h)
+    raise AssertionError(f"no reference formula for norm={block.norm!r}: a new placement needs one here")
 
 
 @pytest.mark.parametrize("norm", NORMS)
@@ -75,9 +110,66 @@ def test_qk_norm_block_follows_its_formula(norm):
     assert_close(block(x), by_hand(block, x, None))
 
 
+@pytest.mark.parametrize(("norm", "layer_index"), [*(("mix_ln", i) for i in range(LAYERS)),
+                                                   *(("layernorm_scaling", i) for i in range(LAYERS))])
+def test_blocks_that_depend_on_their_place_follow_the_formula_at_every_depth(norm, layer_index):
+    block = make_block(norm, layer_index=layer_index)
+    x = 3.0 * torch.randn(2, 6, 16, dtype=torch.float64)
+    assert_close(block(x), by_hand(block, x, None))
+
+
+def test_mix_ln_puts_the_first_quarter_of_the_stack_in_post_norm():
+    """Mix-LN's default split (α = 0.25): 8 blocks give 2 post-norm blocks, then 6 pre-norm ones."""
+    stack = ModelConfig(vocab_size=1, context_length=8, d_model=16, num_layers=8, num_heads=4, d_ff=32, norm="mix_ln")
+    kinds = [TransformerBlock.from_config(stack, i).mix_ln_post for i in range(8)]
+    assert kinds == [True, True, False, False, False, False, False, False]
+
+
+def test_layernorm_scaling_divides_by_the_root_of_the_one_based_depth():
+    scales = [make_block("layernorm_scaling", layer_index=i).norm_output_scale for i in range(LAYERS)]
+    assert scales == pytest.approx([1.0, 1 / 2**0.5, 1 / 3**0.5])
+
+
+@pytest.mark.parametrize("residual_scaling", ["depth_mup", "completep"])
+@pytest.mark.parametrize("base_depth", [1, 2])
+def test_residual_scaling_multiplies_each_branch(residual_scaling, base_depth):
+    block = make_block("pre", residual_scaling=residual_scaling, base_depth=base_depth)
+    x = 3.0 * torch.randn(2, 6, 16, dtype=torch.float64)
+    assert_close(block(x), by_hand(block, x, None))
+    a = 0.5 if residual_scaling == "depth_mup" else 1.0
+    assert block.branch_multiplier == pytest.approx((LAYERS / base_depth) ** -a)
+
+
+def test_layernorm_scaling_and_residual_scaling_combine():
+    block = make_block("layernorm_scaling", residual_scaling="completep")
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    s, m = 1 / 3**0.5, 1 / LAYERS  # block 3 of 3
+    h = x + m * block.attn(s * block.ln1(x))
+    assert_close(block(x), h + m * block.ffn(s * block.ln2(h)))
+
+
+@pytest.mark.parametrize("normaliser", ["dyt", "derf"])
+@pytest.mark.parametrize("norm", ["pre", "post", "sandwich", "reordered", "mix_ln", "layernorm_scaling"])
+def test_a_pointwise_normaliser_replaces_every_norm_of_the_block(normaliser, norm):
+    options = {"normaliser": normaliser, "qk_norm": True, "alpha0_attention": 0.8, "alpha0_other": 0.2}
+    block = TransformerBlock.from_config(config(norm, **options), LAYER_OF.get(norm, 0))  # as initialised
+    norms = {name: m for name, m in block.named_modules() if name in ("ln1", "ln2", "ln1_out", "ln2_out",
+                                                                     "attn.q_norm", "attn.k_norm")}
+    kind = DynamicTanh if normaliser == "dyt" else DynamicErf
+    assert norms and all(isinstance(m, (kind, nn.Identity)) for m in norms.values()), norms
+    assert not any(isinstance(m, RMSNorm) for m in block.modules())
+    for name, module in norms.items():  # DyT §7.2: α₀ larger in the attention block than elsewhere
+        if isinstance(module, kind):
+            assert module.alpha.item() == pytest.approx(0.8 if name.startswith(("ln1", "attn")) else 0.2), name
+    block = make_block(norm, **options)  # every norm parameter moved from its initial value
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    assert_close(block(x), by_hand(block, x, None))
+
+
 def test_every_placement_has_a_forward_method():
-    assert set(FORWARDS) == set(NORMS)
-    assert all(callable(getattr(TransformerBlock, method)) for method in FORWARDS.values())
+    assert set(PLACEMENTS) == set(NORMS)
+    methods = [m for row in PLACEMENTS.values() for m in (row.forward, row.scaled_forward, row.setup) if m]
+    assert all(callable(getattr(TransformerBlock, method)) for method in methods)
 
 
 def test_the_placements_give_different_outputs():
@@ -151,13 +243,15 @@ OWN_PARAMETERS = {  # beyond attn.* and ffn.*, the parameters each placement add
     "reordered": {"ln1_out.weight", "ln2_out.weight"},
     "deepnorm": {"ln1.weight", "ln2.weight"},
     "rezero": {"alpha_attn", "alpha_ffn"},
+    "mix_ln": {"ln1.weight", "ln2.weight"},
+    "layernorm_scaling": {"ln1.weight", "ln2.weight"},
 }
 
 
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("qk_norm", [False, True])
 def test_parameter_names(norm, qk_norm):
-    block = TransformerBlock(16, 4, 32, max_seq_len=8, norm=norm, qk_norm=qk_norm, num_layers=LAYERS)
+    block = make_block(norm, qk_norm=qk_norm)
     names = {name for name, _ in block.named_parameters()}
     attention = {f"attn.{p}.weight" for p in ("q_proj", "k_proj", "v_proj", "output_proj")}
     if qk_norm:

@@ -15,6 +15,7 @@ import torch
 
 from prenorm_lib import validation
 from prenorm_lib.block import NORMS, TransformerBlock
+from prenorm_lib.config import PLACEMENTS, ModelConfig
 from prenorm_lib.ffn import FFN_KINDS
 from prenorm_lib.model import TransformerLM
 from prenorm_lib.positions import POSITION_KINDS
@@ -35,7 +36,11 @@ def positions() -> torch.Tensor:
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("explicit_positions", [False, True], ids=["default-positions", "token_positions"])
 def test_block_compiles_without_graph_breaks(norm, explicit_positions):
-    block = TransformerBlock(16, 4, 32, max_seq_len=16, norm=norm, num_layers=2)
+    if PLACEMENTS[norm].needs_layer:  # Mix-LN, LayerNorm Scaling: block 1 of a 4-block stack
+        config = ModelConfig(vocab_size=1, context_length=16, d_model=16, num_layers=4, num_heads=4, d_ff=32, norm=norm)
+        block = TransformerBlock.from_config(config, layer_index=1)
+    else:
+        block = TransformerBlock(16, 4, 32, max_seq_len=16, norm=norm, num_layers=2)
     args = (torch.randn(2, T, 16),) + ((positions(),) if explicit_positions else ())
     assert graph_breaks(block, *args) == (0, [])
 
@@ -53,6 +58,13 @@ def test_lm_compiles_without_graph_breaks(kind, explicit_positions):
     lm = TransformerLM(40, 16, 16, 2, 4, 32, rope_theta=1e4 if kind == "rope" else None, positions=kind)
     args = (torch.randint(0, 40, (2, T)),) + ((positions(),) if explicit_positions else ())
     assert graph_breaks(lm, *args) == (0, [])
+
+
+@pytest.mark.parametrize("options", [{"normaliser": "dyt", "qk_norm": True}, {"normaliser": "derf"},
+                                     {"residual_scaling": "completep"}, {"norm": "mix_ln"}])
+def test_lm_with_the_configs_options_compiles_without_graph_breaks(options):
+    lm = TransformerLM(40, 16, 16, 4, 4, 32, **options)
+    assert graph_breaks(lm, torch.randint(0, 40, (2, T)), positions()) == (0, [])
 
 
 def test_a_traced_range_check_breaks_the_graph(monkeypatch):

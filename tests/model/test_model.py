@@ -10,6 +10,7 @@ import torch
 from torch.testing import assert_close
 
 from prenorm_lib.model import TransformerLM
+from prenorm_lib.norm import DynamicErf, DynamicTanh, RMSNorm
 
 VOCAB, CONTEXT, D_MODEL, LAYERS, HEADS, D_FF = 40, 12, 16, 2, 4, 32
 
@@ -113,3 +114,43 @@ def test_block_options_reach_every_layer():
     scaled = TransformerLM(VOCAB, CONTEXT, D_MODEL, 4, HEADS, D_FF, scaled_init=True)
     for i in range(4):
         assert_close(scaled.layers[i].ffn.w2.weight, plain.layers[i].ffn.w2.weight / 8**0.5)
+
+
+# ---- the config's options in the whole model ---------------------------------------------
+
+
+@pytest.mark.parametrize("normaliser", ["dyt", "derf"])
+def test_a_pointwise_normaliser_replaces_every_rmsnorm_of_the_model(normaliser):
+    model = TransformerLM(VOCAB, CONTEXT, D_MODEL, LAYERS, HEADS, D_FF, qk_norm=True, normaliser=normaliser,
+                          alpha0_attention=0.8, alpha0_other=0.2)
+    assert not any(isinstance(m, RMSNorm) for m in model.modules())
+    kind = DynamicTanh if normaliser == "dyt" else DynamicErf
+    assert isinstance(model.ln_final, kind) and model.ln_final.alpha.item() == pytest.approx(0.2)  # "other"
+    assert sum(isinstance(m, kind) for m in model.modules()) == LAYERS * 4 + 1  # ln1, ln2, q_norm, k_norm; final
+    assert model.embedding_scale.item() == 1.0  # DyT §5's scalar after the embedding, at the course's scale
+
+
+def test_the_embedding_scale_multiplies_every_embedding():
+    model = TransformerLM(VOCAB, CONTEXT, D_MODEL, LAYERS, HEADS, D_FF, normaliser="dyt")
+    tokens = torch.randint(0, VOCAB, (2, CONTEXT))
+    before = model(tokens)
+    with torch.no_grad():
+        model.embedding_scale.fill_(2.0)
+        model.token_embeddings.weight.mul_(0.5)
+    assert_close(model(tokens), before)
+    assert "embedding_scale" not in TransformerLM(VOCAB, CONTEXT, D_MODEL, LAYERS, HEADS, D_FF).state_dict()
+
+
+def test_mix_ln_and_layernorm_scaling_know_each_blocks_place():
+    mix = TransformerLM(VOCAB, CONTEXT, D_MODEL, 8, HEADS, D_FF, norm="mix_ln")
+    assert [layer.mix_ln_post for layer in mix.layers] == [True, True] + [False] * 6  # ⌊0.25 · 8⌋ = 2
+    lns = TransformerLM(VOCAB, CONTEXT, D_MODEL, 4, HEADS, D_FF, norm="layernorm_scaling")
+    assert [layer.norm_output_scale for layer in lns.layers] == pytest.approx([1, 2**-0.5, 3**-0.5, 0.5])
+    assert {"ln_final.weight"} <= set(mix.state_dict()) & set(lns.state_dict())  # their tops are pre-norm
+
+
+@pytest.mark.parametrize(("residual_scaling", "expected"), [("depth_mup", 6**-0.5), ("completep", 1 / 6)])
+def test_every_block_gets_the_same_branch_multiplier(residual_scaling, expected):
+    model = TransformerLM(VOCAB, CONTEXT, D_MODEL, 6, HEADS, D_FF, residual_scaling=residual_scaling)
+    assert [layer.branch_multiplier for layer in model.layers] == pytest.approx([expected] * 6)
+    assert model.config.hidden_lr_scale == pytest.approx(6**-0.5 if residual_scaling == "depth_mup" else 1.0)

@@ -79,3 +79,50 @@ def test_capped_attention_is_causal(t):
 def test_a_bad_cap_is_named(cap, error):
     with pytest.raises(error, match="logit_softcap"):
         MultiHeadSelfAttention(16, 4, max_seq_len=8, logit_softcap=cap)
+
+
+def lm_pair(**caps):
+    """A TransformerLM with ``caps`` and the same weights without them."""
+    from prenorm_lib.model import TransformerLM
+
+    options = dict(vocab_size=40, context_length=12, d_model=16, num_layers=2, num_heads=4, d_ff=48)
+    torch.manual_seed(0)
+    free = TransformerLM(**options)
+    capped = TransformerLM(**options, **caps)
+    capped.load_state_dict(free.state_dict())
+    return free, capped
+
+
+def test_the_final_cap_is_soft_cap_of_the_uncapped_logits():
+    free, capped = lm_pair(final_logit_softcap=2.0)
+    ids = torch.randint(0, 40, (3, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        free.lm_head.weight.mul_(25.0)
+        capped.lm_head.weight.mul_(25.0)  # logits well beyond the cap
+    raw = free(ids)
+    assert raw.abs().max() > 4.0
+    assert_close(capped(ids), 2.0 * torch.tanh(raw / 2.0))
+    assert capped(ids).abs().max() <= 2.0
+
+
+def test_the_attention_cap_reaches_every_block_and_only_attention():
+    free, capped = lm_pair(attn_logit_softcap=7.0)
+    assert [layer.attn.logit_softcap for layer in capped.layers] == [7.0, 7.0]
+    assert [layer.attn.logit_softcap for layer in free.layers] == [None, None]
+    assert capped.config.final_logit_softcap is None
+    ids = torch.randint(0, 40, (2, 12), generator=torch.Generator().manual_seed(2))
+    x = capped.token_embeddings(ids)
+    layer = capped.layers[0]
+    expected = layer.attn(layer.ln1(x))  # the block's attention: the module's own (tested above) capped path
+    reference = MultiHeadSelfAttention(16, 4, max_seq_len=12, rope_theta=10000.0, logit_softcap=7.0)
+    reference.load_state_dict(layer.attn.state_dict())
+    assert_close(expected, reference(layer.ln1(x)))
+
+
+@pytest.mark.parametrize("field", ["attn_logit_softcap", "final_logit_softcap"])
+@pytest.mark.parametrize(("value", "error"), [(0.0, ValueError), (-30.0, ValueError), ("30", TypeError)])
+def test_a_bad_config_cap_is_named(field, value, error):
+    from prenorm_lib.config import ModelConfig
+
+    with pytest.raises(error, match=field):
+        ModelConfig(vocab_size=40, context_length=12, d_model=16, num_layers=2, num_heads=4, d_ff=48, **{field: value})
