@@ -4,11 +4,13 @@ Large runs become unstable in ways that reappear in small models trained at high
 rates; one is the growth of attention logits, which QK-norm holds back. QK-norm comes in
 two forms: OLMo 2's over the whole flattened projection (``qk_norm="flat"``) and Qwen3's per
 head (``qk_norm="per_head"``); both are rows here. Beside them, the other stabilisers current
-models use, each at its paper's own setting: PaLM's and OLMo 2's z-loss on the output softmax
-(coefficient 1e-4, a training option) and Kimi K2's QK-clip (threshold τ = 100, a training
-option). Here the course's LM (2 blocks, d_model 64, SwiGLU, RoPE; 300 updates with 20
-warmup steps) is trained with each row at five learning rates, with the same seeds (and so
-the same batches) for every row. A row is a block's options for
+models use, each at its paper's own setting: Gemma 2's logit soft-capping (50 on attention
+scores, 30 on the final logits), PaLM's and OLMo 2's z-loss on the output softmax
+(coefficient 1e-4, a training option), Kimi K2's QK-clip (threshold τ = 100, a training
+option); and Dynamic Tanh (Zhu et al. 2025) in place of every RMSNorm of the pre-norm
+block, at the library's α₀ = 0.5 (not tuned here). Here the course's LM (2 blocks, d_model 64,
+SwiGLU, RoPE; 300 updates with 20 warmup steps) is trained with each row at five learning
+rates, with the same seeds (and so the same batches) for every row. A row is a block's options for
 :func:`prenorm_lib.lab.train.build_model`, and under ``"train"`` options of the
 :class:`prenorm_lib.lab.train.TrainConfig`. Recorded per run at every evaluation, on fixed
 validation windows: the validation loss, the largest attention logit |q·k/√d_head|
@@ -25,15 +27,18 @@ import torch
 
 from prenorm_lib.lab import data, probes, train
 
-DESCRIPTION = ("LR sweep per block type (pre, per-head QK-norm, QK-clip, z-loss, sandwich, OLMo 2 with flat "
-               "QK-norm, DeepNorm, ReZero, post): loss, max attention logit, output log Z")
+DESCRIPTION = ("LR sweep per block type (pre, per-head QK-norm, QK-clip, soft-capping, z-loss, DyT, sandwich, "
+               "OLMo 2 with flat QK-norm, DeepNorm, ReZero, post): loss, max attention logit, output log Z")
 
 CONFIG: dict[str, Any] = {
     "blocks": {
         "pre-norm": {"norm": "pre"},
         "pre-norm + per-head QK-norm (Qwen3)": {"norm": "pre", "qk_norm": "per_head"},
         "pre-norm + QK-clip (Kimi K2, τ = 100)": {"norm": "pre", "train": {"qk_clip": 100.0}},
+        "pre-norm + soft-capping (Gemma 2, 50 / 30)": {"norm": "pre", "attn_logit_softcap": 50.0,
+                                                       "final_logit_softcap": 30.0},
         "pre-norm + z-loss (PaLM, 1e-4)": {"norm": "pre", "train": {"z_loss": 1e-4}},
+        "DyT in place of RMSNorm (Zhu et al. 2025)": {"norm": "pre", "normaliser": "dyt"},
         "sandwich": {"norm": "sandwich"},
         "OLMo 2 (reordered + flat QK-norm)": {"norm": "reordered", "qk_norm": "flat"},
         "DeepNorm": {"norm": "deepnorm"},
