@@ -6,9 +6,10 @@ Both are meant to let one learning rate, tuned on a shallow model, serve a deep 
 standard parametrisation the best learning rate may move with depth. Here the course's
 pre-norm LM (d_model 64, SwiGLU, RoPE; 300 updates with 20 warmup steps) is trained at
 L = 2, 4 and 8 blocks, at five peak learning rates, in each parametrisation (the library's
-``residual_scaling``, with the base depth L₀ = 2: the 2-block models of the three are the
-same model). For one seed every cell starts from the same embeddings and reads the same
-batches.
+``residual_scaling``, with the base depth L₀ = 2: at L₀ the multiplier, the learning rate and
+Adam's ε of the three are the standard ones, so the 2-block runs are the standard model's,
+trained once and stored for each). For one seed every cell starts from the same embeddings
+and reads the same batches.
 """
 
 from __future__ import annotations
@@ -50,9 +51,13 @@ def run_seed(config: dict[str, Any], seed: int) -> dict[str, Any]:
     """Every parametrisation × depth × learning rate with seed ``seed``: final loss and the loss curve."""
     corpus = data.make_corpus()
     runs: dict[str, Any] = {}
+    standard = next(name for name, options in config["parametrisations"].items() if not options)
     for name, options in config["parametrisations"].items():
         for depth in config["depths"]:
             for lr in config["lrs"]:
+                if options and depth == options["base_depth"]:  # (L/L₀)^… = 1: the standard model itself
+                    runs[cell_key(name, depth, lr)] = runs[cell_key(standard, depth, lr)]
+                    continue
                 run_config = train.TrainConfig(
                     steps=config["steps"], batch_size=config["batch_size"],
                     context_length=config["context_length"], lr=lr, warmup_steps=config["warmup_steps"],
