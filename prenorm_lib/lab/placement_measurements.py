@@ -17,7 +17,11 @@ arrays; the notebook shows the few lines that turn them into a verdict, and
   placement, and the experiment record ``warmup_grid``;
 - :func:`first_update_by_depth` — what Adam's first update does to each block type;
 - :func:`lr_sweep_summary`, :func:`best_lr_losses` — the record ``frontier_lr_sweep`` (Wortsman et al.'s proxy);
-- :func:`hidden_variance_summary` — the record ``periln_variance`` (Peri-LN's quantity).
+- :func:`hidden_variance_summary` — the record ``periln_variance`` (Peri-LN's quantity);
+- :func:`gradient_by_layer_arrays`, :func:`log_slopes_by_layer` — the record ``gradient_by_layer`` (Mix-LN,
+  LayerNorm Scaling);
+- :func:`depth_transfer_losses`, :func:`optimal_log_lr` — the record ``depth_lr_transfer`` (tune small,
+  train large).
 """
 
 from __future__ import annotations
@@ -313,3 +317,64 @@ def hidden_variance_summary(record, at: int = -1) -> dict[str, dict[str, np.ndar
         }
         summary[placement]["loss"] = _at_end(cells, "final_val_loss", curve=False)
     return summary
+
+
+def gradient_by_layer_arrays(record, lr: float | None = None, step: int = -1) -> dict[str, np.ndarray]:
+    """The ``gradient_by_layer`` record: ``{placement: (n_seeds, L)}`` each block's gradient norm.
+
+    ``lr=None``: at initialisation (the norm of the gradient averaged over the record's
+    mini-batches); else the training run at ``lr``, at its recorded step number ``step``
+    (an index into its ``norm_steps``; nan for a run that diverged before it).
+    """
+    arrays = {}
+    for placement in record.config["placements"]:
+        rows = []
+        for _, run in record.by_seed():
+            entry = run[placement]
+            if lr is None:
+                rows.append(entry["init"])
+                continue
+            trained = entry[f"{lr:g}"]
+            norms = trained["grad_norms"]
+            rows.append(norms[step] if step < len(norms) and -len(norms) <= step and trained["diverged_at"] is None
+                        else [math.nan] * record.config["num_layers"])
+        arrays[placement] = np.array(rows)
+    return arrays
+
+
+def log_slopes_by_layer(runs: np.ndarray) -> np.ndarray:
+    """(n_seeds,): per seed, the least-squares slope of log10(norm) on the block index — 0 when uniform."""
+    runs = np.asarray(runs, dtype=float)
+    return np.polyfit(np.arange(1, runs.shape[1] + 1), np.log10(runs).T, 1)[0]
+
+
+def depth_transfer_losses(record) -> dict[str, np.ndarray]:
+    """``depth_lr_transfer`` as ``{parametrisation: (n_seeds, n_depths, n_lrs)}`` final losses, nan where diverged."""
+    from prenorm_lib.lab.experiments import depth_lr_transfer
+
+    config = record.config
+    return {name: np.array([[[math.nan if run[depth_lr_transfer.cell_key(name, depth, lr)]["diverged_at"] is not None
+                              else run[depth_lr_transfer.cell_key(name, depth, lr)]["final_val_loss"]
+                              for lr in config["lrs"]] for depth in config["depths"]] for _, run in record.by_seed()])
+            for name in config["parametrisations"]}
+
+
+def optimal_log_lr(losses: np.ndarray, lrs: Sequence[float]) -> np.ndarray:
+    """(n_seeds,): per seed, log10 of the best learning rate of a (n_seeds, n_lrs) loss grid.
+
+    The grid's lowest loss (a diverged run counts as worst); where it has a neighbour on each
+    side, the vertex of the parabola through the three points in log10(lr), kept between the
+    neighbours — a grid of factors of about 3 cannot say more than that.
+    """
+    logs = np.log10(np.asarray(lrs, dtype=float))
+    found = []
+    for row in np.asarray(losses, dtype=float):
+        row = np.where(np.isfinite(row), row, np.inf)
+        i = int(np.argmin(row))
+        if 0 < i < len(row) - 1 and np.isfinite(row[i - 1 : i + 2]).all():
+            a, b, _ = np.polyfit(logs[i - 1 : i + 2], row[i - 1 : i + 2], 2)
+            vertex = -b / (2 * a) if a > 0 else logs[i]
+            found.append(float(np.clip(vertex, logs[i - 1], logs[i + 1])))
+        else:
+            found.append(float(logs[i]))
+    return np.array(found)

@@ -217,3 +217,42 @@ def test_hidden_variance_summary_reads_one_evaluation_of_every_run():
     assert init["pre-norm"]["variance"][0, 1].tolist() == [1.0, 2.0]  # but its start is a start
     assert end["Peri-LN (sandwich)"]["max_abs"][0, 1].tolist() == [5.0, 6.0]
     assert end["pre-norm"]["loss"][0, 0] == 2.0 and math.isnan(end["pre-norm"]["loss"][0, 1])
+
+
+def test_gradient_by_layer_arrays_read_init_and_a_training_step():
+    config = {"placements": {"pre-norm": {}, "Mix-LN": {}}, "num_layers": 2, "lrs": [0.01], "seeds": [0, 1]}
+
+    def entry(init, trained, diverged=None):
+        return {"init": init, "0.01": {"final_val_loss": None if diverged else 2.0, "diverged_at": diverged,
+                                       "val_loss": [4.0], "norm_steps": [1, 50], "grad_norms": trained}}
+
+    runs = {"0": {"pre-norm": entry([1.0, 0.5], [[2.0, 1.0], [4.0, 1.0]]),
+                  "Mix-LN": entry([0.7, 0.7], [[1.0, 1.0], [3.0, 3.0]])},
+            "1": {"pre-norm": entry([1.2, 0.6], [[2.0, 1.0]], diverged=30),
+                  "Mix-LN": entry([0.8, 0.8], [[1.0, 1.0], [5.0, 5.0]])}}
+    record = Record("gradient_by_layer", "test", config, runs, {}, 0.0, "abc", "make experiment NAME=gradient_by_layer")
+    init = measure.gradient_by_layer_arrays(record)
+    assert init["pre-norm"].tolist() == [[1.0, 0.5], [1.2, 0.6]]
+    last = measure.gradient_by_layer_arrays(record, lr=0.01)
+    assert last["Mix-LN"].tolist() == [[3.0, 3.0], [5.0, 5.0]] and np.isnan(last["pre-norm"][1]).all()
+    assert measure.gradient_by_layer_arrays(record, lr=0.01, step=0)["pre-norm"][0].tolist() == [2.0, 1.0]
+    slopes = measure.log_slopes_by_layer(np.array([[1.0, 0.1, 0.01], [2.0, 2.0, 2.0]]))
+    assert slopes == pytest.approx([-1.0, 0.0])  # a tenth per block: −1 decade per block; uniform: 0
+
+
+def test_depth_transfer_losses_and_the_optimal_learning_rate():
+    config = {"parametrisations": {"standard": {}}, "depths": [2, 8], "lrs": [0.01, 0.1], "seeds": [0]}
+    runs = {"0": {"standard|2|0.01": {"final_val_loss": 2.5, "diverged_at": None},
+                  "standard|2|0.1": {"final_val_loss": 2.2, "diverged_at": None},
+                  "standard|8|0.01": {"final_val_loss": 2.1, "diverged_at": None},
+                  "standard|8|0.1": {"final_val_loss": None, "diverged_at": 40}}}
+    record = Record("depth_lr_transfer", "test", config, runs, {}, 0.0, "abc", "make experiment NAME=depth_lr_transfer")
+    losses = measure.depth_transfer_losses(record)["standard"]
+    assert losses.shape == (1, 2, 2) and losses[0, 0].tolist() == [2.5, 2.2] and math.isnan(losses[0, 1, 1])
+    lrs = [1e-3, 1e-2, 1e-1, 1.0]
+    grid = np.array([[3.0, 2.0, 2.0, 3.0],  # symmetric around the middle: the vertex at 10^-1.5
+                     [1.0, 2.0, 3.0, 4.0],  # best at the edge: the edge
+                     [3.0, 2.5, 2.0, np.nan]])  # a diverged neighbour: the grid point itself
+    assert measure.optimal_log_lr(grid, lrs) == pytest.approx([-1.5, -3.0, -1.0])
+    steep = np.array([[10.0, 2.0, 2.1, 2.2]])  # a parabola whose vertex lies outside: clipped to the neighbours
+    assert -3.0 <= measure.optimal_log_lr(steep, lrs)[0] <= -1.0
