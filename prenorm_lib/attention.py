@@ -42,6 +42,12 @@ path, so a module with ``sink=True`` refuses it:
 - a :class:`KVCache` put in ``module.kv_cache`` keeps the rotated keys and the values of
   every token the module has seen, so that decoding runs the new tokens only: their
   positions continue after the cached ones, and each new query sees every cached key.
+
+Logit soft-capping (Gemma 2, arXiv 2408.00118, §2) bounds what the softmax sees instead:
+``logit_softcap=c`` replaces each score s by c·tanh(s/c) (:func:`soft_cap`), so every
+logit stays between −c and +c; Gemma 2 uses c = 50 in attention and 30 on the final
+logits. q·k itself is left free to grow (what Kimi K2 object to). A capped module takes the
+explicit path (scores, cap, mask, softmax) instead of the fused kernel.
 """
 
 from __future__ import annotations
@@ -109,6 +115,11 @@ def causal_mask_after(past: int, new: int, device=None) -> torch.Tensor:
     return keys <= torch.arange(past, past + new, device=device)[:, None]
 
 
+def soft_cap(x: torch.Tensor, cap: float) -> torch.Tensor:
+    """cap · tanh(x / cap): about x for |x| ≪ cap, never beyond ±cap (Gemma 2's logit soft-capping)."""
+    return cap * torch.tanh(x / cap)
+
+
 def qk_norm_form(qk_norm: object) -> str | None:
     """``False``/``None`` → None, ``True`` → "per_head", or one of :data:`QK_NORMS` as given."""
     if qk_norm is None or qk_norm is False:
@@ -156,6 +167,7 @@ class MultiHeadSelfAttention(nn.Module):
         gate: str | None = None,
         sink: bool = False,
         rope_fraction: float = 1.0,
+        logit_softcap: float | None = None,
     ):
         super().__init__()
         self.d_model = validation.positive_int("d_model", d_model)
@@ -200,6 +212,8 @@ class MultiHeadSelfAttention(nn.Module):
             raise TypeError(f"sink must be True or False, got {sink!r}")
         self.sink_logits = nn.Parameter(torch.zeros(num_heads, device=device, dtype=dtype)) if sink else None
         self.kv_cache: KVCache | None = None  # set to a KVCache to decode a token at a time
+        self.logit_softcap = None if logit_softcap is None else validation.positive_float("logit_softcap",
+                                                                                          logit_softcap)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(..., seq_len, heads·d_head) → (..., heads, seq_len, d_head), heads = num_heads or num_kv_heads."""
@@ -240,7 +254,8 @@ class MultiHeadSelfAttention(nn.Module):
         """The scores q·k/√d_head before the mask and the softmax, (..., H, T, T).
 
         What the fused kernel computes internally and never returns; the probes read it to
-        follow the largest logit during training.
+        follow the largest logit during training. With ``logit_softcap`` these are the scores
+        *before* the cap: the softmax sees soft_cap of them.
         """
         q, k = self.queries_and_keys(x, token_positions)
         return q @ self.shared_kv(k).transpose(-2, -1) / self.d_head**0.5  # (..., H, T, T)
@@ -252,6 +267,8 @@ class MultiHeadSelfAttention(nn.Module):
         never returns them; the probes of notebook 04 read them.
         """
         scores = self.attention_logits(x, token_positions)  # (..., H, T, T)
+        if self.logit_softcap is not None:  # Gemma 2: the softmax sees c·tanh(s/c)
+            scores = soft_cap(scores, self.logit_softcap)
         visible = functional.causal_mask(scores.shape[-1], device=scores.device)  # (T, T)
         scores = scores.masked_fill(~visible, float("-inf"))
         if self.sink_logits is None:
@@ -266,9 +283,11 @@ class MultiHeadSelfAttention(nn.Module):
         return heads * self.split_heads(gates)  # (..., H, T, d_head)
 
     def forward(self, x: torch.Tensor, token_positions: torch.Tensor | None = None) -> torch.Tensor:
-        if self.kv_cache is not None and self.sink_logits is not None:
-            raise ValueError("a KV cache is built for the fused path; a module with sink=True takes the explicit one")
-        if self.sink_logits is not None:  # the fused kernel has no sink: weights, then values
+        explicit = self.sink_logits is not None or self.logit_softcap is not None
+        if self.kv_cache is not None and explicit:
+            raise ValueError("a KV cache is built for the fused path; a module with sink=True or a logit_softcap "
+                             "takes the explicit one")
+        if explicit:  # the fused kernel has neither a sink nor a cap: weights, then values
             values = self.shared_kv(self.split_heads(self.v_proj(x)))  # (..., H, T, d_head)
             heads = self.attention_weights(x, token_positions) @ values
         else:

@@ -157,6 +157,7 @@ class TransformerBlock(nn.Module):
             rope_fraction=config.rope_fraction,
             qk_norm=config.qk_norm, eps=config.eps, norm_factory=lambda size: norm("attention", size),
             device=device, dtype=dtype, gate=config.attn_gate, sink=config.attn_sink,
+            logit_softcap=config.attn_logit_softcap,
         )
         self.ffn = make_ffn(config.ffn, d_model, config.d_ff, device=device, dtype=dtype)
         if self.placement.input_norms:

@@ -164,6 +164,10 @@ class ModelConfig:
     # instead, to keep the shared weights equal.
     attn_gate: str | None = None
     attn_sink: bool = False
+    # Gemma 2's logit soft-capping, c·tanh(logit/c): on every attention score (Gemma 2: 50) and on
+    # the final logits (Gemma 2: 30). None: no cap.
+    attn_logit_softcap: float | None = None
+    final_logit_softcap: float | None = None
 
     def __post_init__(self):
         for name in ("vocab_size", "context_length", "d_model", "num_layers", "num_heads", "d_ff", "base_depth"):
@@ -192,6 +196,9 @@ class ModelConfig:
         self._check_normaliser(PLACEMENTS[placement])
         self._check_mix_ln()
         self._check_residual_scaling(PLACEMENTS[placement])
+        for name in ("attn_logit_softcap", "final_logit_softcap"):
+            if getattr(self, name) is not None:
+                validation.positive_float(name, getattr(self, name))
 
     def _check_positions(self) -> None:
         fraction, interval = self.rope_fraction, self.nope_layer_interval

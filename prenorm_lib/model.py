@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from prenorm_lib import validation
+from prenorm_lib.attention import soft_cap
 from prenorm_lib.block import TransformerBlock
 from prenorm_lib.config import ModelConfig
 from prenorm_lib.layers import Embedding, Linear
@@ -111,7 +112,10 @@ class TransformerLM(nn.Module):
             x = self.position_encoding(x, token_positions)  # absolute positions enter once, here
         for layer in self.layers:
             x = layer(x, token_positions)
-        return self.lm_head(self.ln_final(x))  # (..., T, vocab_size)
+        logits = self.lm_head(self.ln_final(x))  # (..., T, vocab_size)
+        if self.config.final_logit_softcap is not None:  # Gemma 2: c·tanh(logit/c) on the final logits
+            logits = soft_cap(logits, self.config.final_logit_softcap)
+        return logits
 
     def num_parameters(self, include_embeddings: bool = True) -> int:
         """Number of trainable parameters (optionally without the embedding table)."""

@@ -12,10 +12,16 @@ arrays; the notebook shows the few lines that turn them into a verdict, and
 - :func:`residual_norms_over_seeds` — the residual stream's squared norm by depth in the course's model;
 - :func:`branch_gains_over_seeds` — why a SwiGLU branch turns Fig. 3's post-norm profile over;
 - :func:`depth_profiles` — the stream and the gradient profile for every depth L (the depth slider);
+- :func:`theorem1_arrays` — the record ``theorem1_depth``: the last block's W2 gradient against L;
 - :func:`stability_grid`, :func:`grid_summary` — short training runs over learning rate × warmup ×
   placement, and the experiment record ``warmup_grid``;
 - :func:`first_update_by_depth` — what Adam's first update does to each block type;
-- :func:`lr_sweep_summary` — the record ``frontier_lr_sweep`` (Wortsman et al.'s proxy).
+- :func:`lr_sweep_summary`, :func:`best_lr_losses` — the record ``frontier_lr_sweep`` (Wortsman et al.'s proxy);
+- :func:`hidden_variance_summary` — the record ``periln_variance`` (Peri-LN's quantity);
+- :func:`gradient_by_layer_arrays`, :func:`log_slopes_by_layer` — the record ``gradient_by_layer`` (Mix-LN,
+  LayerNorm Scaling);
+- :func:`depth_transfer_losses`, :func:`optimal_log_lr` — the record ``depth_lr_transfer`` (tune small,
+  train large).
 """
 
 from __future__ import annotations
@@ -137,6 +143,24 @@ def depth_profiles(
     return profiles
 
 
+def theorem1_arrays(record, kind: str = "one_batch") -> dict[int, dict[str, np.ndarray]]:
+    """The ``theorem1_depth`` record as ``{d_model: {placement: (n_seeds, n_depths)}}`` arrays.
+
+    ``kind`` is ``"one_batch"`` (the norm of one batch's gradient of the last block's W2) or
+    ``"expected"`` (of the gradient averaged over the record's mini-batches).
+    """
+    if kind not in ("one_batch", "expected"):
+        raise ValueError(f"kind must be 'one_batch' or 'expected', got {kind!r}")
+    return {width: {placement: np.array([run[f"d{width}"][placement][kind] for _, run in record.by_seed()])
+                    for placement in record.config["placements"]}
+            for width in record.config["widths"]}
+
+
+def log_log_slopes(depths: Sequence[int], runs: np.ndarray) -> np.ndarray:
+    """(n_seeds,): per seed, the least-squares slope of log(value) on log(L) — 0 if flat, −½ if ∝ 1/√L."""
+    return np.polyfit(np.log(np.asarray(depths, dtype=float)), np.log(np.asarray(runs, dtype=float)).T, 1)[0]
+
+
 def lemma2_bounds(depths: np.ndarray, d_model: int) -> tuple[np.ndarray, np.ndarray]:
     """Xiong et al.'s Lemma 2 bounds on E‖x_l‖² for pre-norm: (1 + l/2)·d and (1 + 3l/2)·d."""
     depths = np.asarray(depths, dtype=float)
@@ -237,24 +261,120 @@ def median_over_finite(runs: np.ndarray) -> np.ndarray:
     return _over_finite(runs, np.median)
 
 
+def _at_end(cells: list[list[dict]], key: str, curve: bool = True) -> np.ndarray:
+    """(n_seeds, n_lrs): each run's ``key`` at the end of training (a curve's last value), nan if it diverged."""
+    return np.array([[math.nan if c["diverged_at"] is not None else (c[key][-1] if curve else c[key]) for c in row]
+                     for row in cells])
+
+
 def lr_sweep_summary(record) -> dict[str, dict[str, np.ndarray]]:
     """The ``frontier_lr_sweep`` record per block type: (n_seeds, n_lrs) arrays, nan where a run diverged.
 
     ``"loss"``: final validation loss; ``"logit"``: the largest attention logit at the end
-    of training; ``"loss_mean"`` and ``"logit_median"`` (n_lrs,): over the seeds that
+    of training; ``"log_z"`` and ``"output_logit"``: the output's mean |log Z| and largest
+    |logit| at the end; ``"loss_mean"`` and ``"logit_median"`` (n_lrs,): over the seeds that
     finished, nan if none did; ``"diverged"`` (n_lrs,): how many seeds diverged.
     """
     lrs = record.config["lrs"]
     summary = {}
     for block in record.config["blocks"]:
-        loss, logit = [], []
-        for _, runs in record.by_seed():
-            cells = [runs[f"{block}|{lr:g}"] for lr in lrs]
-            loss.append([math.nan if c["diverged_at"] is not None else c["final_val_loss"] for c in cells])
-            logit.append([math.nan if c["diverged_at"] is not None else c["max_logit"][-1] for c in cells])
-        loss, logit = np.array(loss), np.array(logit)
-        summary[block] = {"loss": loss, "logit": logit, "loss_mean": mean_over_finite(loss),
-                          "logit_median": median_over_finite(logit), "diverged": (~np.isfinite(loss)).sum(axis=0)}
+        cells = [[runs[f"{block}|{lr:g}"] for lr in lrs] for _, runs in record.by_seed()]  # [seed][lr]
+        arrays = {"loss": _at_end(cells, "final_val_loss", curve=False), "logit": _at_end(cells, "max_logit"),
+                  "log_z": _at_end(cells, "log_z"), "output_logit": _at_end(cells, "max_output_logit")}
+        summary[block] = {**arrays, "loss_mean": mean_over_finite(arrays["loss"]),
+                          "logit_median": median_over_finite(arrays["logit"]),
+                          "diverged": (~np.isfinite(arrays["loss"])).sum(axis=0)}
     return summary
 
 
+def best_lr_losses(summary_row: Mapping[str, np.ndarray], lrs: Sequence[float]) -> tuple[float, np.ndarray]:
+    """A row's best learning rate (lowest mean final loss over the seeds, diverged runs counting as
+    worst) and its (n_seeds,) final losses there: each variant compared at its own tuned rate."""
+    loss = summary_row["loss"]
+    mean = np.where(np.isfinite(loss).all(axis=0), loss.mean(axis=0), np.inf)
+    best = int(np.argmin(mean))
+    return lrs[best], loss[:, best]
+
+
+def hidden_variance_summary(record, at: int = -1) -> dict[str, dict[str, np.ndarray]]:
+    """The ``periln_variance`` record per placement, at evaluation ``at`` (-1: the end of training; 0: init).
+
+    ``"variance"`` and ``"max_abs"``: (n_seeds, n_lrs, L + 1), the hidden state's variance over
+    its channels and its largest entry at depths 0 … L, nan where a run diverged; ``"loss"``:
+    (n_seeds, n_lrs) final validation loss.
+    """
+    from prenorm_lib.lab.experiments import periln_variance
+
+    summary = {}
+    for placement in record.config["placements"]:
+        cells = [[runs[periln_variance.run_key(placement, lr)] for lr in record.config["lrs"]]
+                 for _, runs in record.by_seed()]  # [seed][lr]
+        depths = record.config["num_layers"] + 1
+        summary[placement] = {
+            stat: np.array([[[math.nan] * depths if c["diverged_at"] is not None and at != 0 else c[stat][at]
+                             for c in row] for row in cells])
+            for stat in ("variance", "max_abs")
+        }
+        summary[placement]["loss"] = _at_end(cells, "final_val_loss", curve=False)
+    return summary
+
+
+def gradient_by_layer_arrays(record, lr: float | None = None, step: int = -1) -> dict[str, np.ndarray]:
+    """The ``gradient_by_layer`` record: ``{placement: (n_seeds, L)}`` each block's gradient norm.
+
+    ``lr=None``: at initialisation (the norm of the gradient averaged over the record's
+    mini-batches); else the training run at ``lr``, at its recorded step number ``step``
+    (an index into its ``norm_steps``; nan for a run that diverged before it).
+    """
+    arrays = {}
+    for placement in record.config["placements"]:
+        rows = []
+        for _, run in record.by_seed():
+            entry = run[placement]
+            if lr is None:
+                rows.append(entry["init"])
+                continue
+            trained = entry[f"{lr:g}"]
+            norms = trained["grad_norms"]
+            rows.append(norms[step] if step < len(norms) and -len(norms) <= step and trained["diverged_at"] is None
+                        else [math.nan] * record.config["num_layers"])
+        arrays[placement] = np.array(rows)
+    return arrays
+
+
+def log_slopes_by_layer(runs: np.ndarray) -> np.ndarray:
+    """(n_seeds,): per seed, the least-squares slope of log10(norm) on the block index — 0 when uniform."""
+    runs = np.asarray(runs, dtype=float)
+    return np.polyfit(np.arange(1, runs.shape[1] + 1), np.log10(runs).T, 1)[0]
+
+
+def depth_transfer_losses(record) -> dict[str, np.ndarray]:
+    """``depth_lr_transfer`` as ``{parametrisation: (n_seeds, n_depths, n_lrs)}`` final losses, nan where diverged."""
+    from prenorm_lib.lab.experiments import depth_lr_transfer
+
+    config = record.config
+    return {name: np.array([[[math.nan if run[depth_lr_transfer.cell_key(name, depth, lr)]["diverged_at"] is not None
+                              else run[depth_lr_transfer.cell_key(name, depth, lr)]["final_val_loss"]
+                              for lr in config["lrs"]] for depth in config["depths"]] for _, run in record.by_seed()])
+            for name in config["parametrisations"]}
+
+
+def optimal_log_lr(losses: np.ndarray, lrs: Sequence[float]) -> np.ndarray:
+    """(n_seeds,): per seed, log10 of the best learning rate of a (n_seeds, n_lrs) loss grid.
+
+    The grid's lowest loss (a diverged run counts as worst); where it has a neighbour on each
+    side, the vertex of the parabola through the three points in log10(lr), kept between the
+    neighbours — a grid of factors of about 3 cannot say more than that.
+    """
+    logs = np.log10(np.asarray(lrs, dtype=float))
+    found = []
+    for row in np.asarray(losses, dtype=float):
+        row = np.where(np.isfinite(row), row, np.inf)
+        i = int(np.argmin(row))
+        if 0 < i < len(row) - 1 and np.isfinite(row[i - 1 : i + 2]).all():
+            a, b, _ = np.polyfit(logs[i - 1 : i + 2], row[i - 1 : i + 2], 2)
+            vertex = -b / (2 * a) if a > 0 else logs[i]
+            found.append(float(np.clip(vertex, logs[i - 1], logs[i + 1])))
+        else:
+            found.append(float(logs[i]))
+    return np.array(found)

@@ -97,6 +97,29 @@ def expected_ffn_grad_norms(model: nn.Module, batches: Iterable[tuple[torch.Tens
     return norms
 
 
+def expected_grad_norms_by_layer(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]]
+                                 ) -> dict[str, float]:
+    """Per layer (as :func:`layer_name` groups the parameters), the norm of the gradient averaged over ``batches``.
+
+    The layer-level version of :func:`expected_ffn_grad_norms`: all of a block's parameters
+    together, the quantity Mix-LN (Li et al. 2024) plot per layer, with the batches' noise
+    averaged out. ``.grad`` is not touched.
+    """
+    sums: dict[str, torch.Tensor] = {}
+    count = 0
+    for x, y in batches:
+        for name, g in _gradients(model, x, y).items():
+            sums[name] = sums[name] + g if name in sums else g.clone()
+        count += 1
+    if count == 0:
+        raise ValueError("batches must hold at least one (x, y) pair, got none")
+    squares: dict[str, float] = {}
+    for name, total in sums.items():
+        key = layer_name(name)
+        squares[key] = squares.get(key, 0.0) + (total / count).pow(2).sum().item()
+    return {key: math.sqrt(value) for key, value in squares.items()}
+
+
 def ffn_grad_norms_by_layer(model: nn.Module, x: torch.Tensor, y: torch.Tensor, weight: str = "all") -> list[float]:
     """Per block, the norm of the gradient of its feed-forward weights (Xiong et al. Fig. 3).
 
@@ -182,6 +205,27 @@ def residual_norms(model: nn.Module, token_ids: torch.Tensor) -> list[float]:
     with torch.no_grad(), recording_residual_norms(model) as norms:
         model(token_ids)
     return norms
+
+
+def hidden_state_stats(model: nn.Module, token_ids: torch.Tensor) -> dict[str, list[float]]:
+    """Per depth 0 … L (after the embedding, then after each block), two sizes of the hidden state.
+
+    ``"variance"``: the variance of each token's hidden state over its d_model channels,
+    averaged over the tokens of ``token_ids`` — the quantity whose growth with depth Peri-LN
+    (Kim et al. 2025) follow for pre-, post- and peri-norm; ``"max_abs"``: its largest entry
+    in absolute value, where "massive activations" would show. Eval mode, no gradients.
+    """
+    _check_stack(model)
+    stats: dict[str, list[float]] = {"variance": [], "max_abs": []}
+
+    def record(_module, _inputs, out):
+        out = out.detach().float()
+        stats["variance"].append(out.var(dim=-1, unbiased=False).mean().item())
+        stats["max_abs"].append(out.abs().amax().item())
+
+    with evaluating(model), hooks([model.token_embeddings, *model.layers], record):
+        model(token_ids.to(_device_of(model)))
+    return stats
 
 
 def stream_gradient_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, sublayers: bool = False) -> list[float]:
@@ -324,6 +368,34 @@ def max_attention_logit(model: nn.Module, token_ids: torch.Tensor) -> float:
     with evaluating(model), hooks([layer.attn for layer in model.layers], record, pre=True):
         model(token_ids.to(_device_of(model)))
     return max(largest)
+
+
+def head_max_logits(attn: MultiHeadSelfAttention, x: torch.Tensor,
+                    token_positions: torch.Tensor | None = None) -> torch.Tensor:
+    """Per head, the largest score q·k/√d_head over the batch and every causally visible pair: (num_heads,).
+
+    Signed, as Kimi K2 (arXiv 2507.20534, §2.1) define S_max^h: the largest input to that head's
+    softmax in the batch. ``x`` is what ``attn`` reads, (..., T, d_model); QK-clip
+    (:class:`prenorm_lib.lab.train.TrainConfig` ``qk_clip``) rescales the head's W_q and W_k
+    when this passes its threshold.
+    """
+    with torch.no_grad():
+        logits = attn.attention_logits(x, token_positions)  # (..., H, T, T)
+        visible = functional.causal_mask(logits.shape[-1], device=logits.device)  # (T, T)
+        logits = logits.masked_fill(~visible, -math.inf)
+        return logits.movedim(-3, 0).flatten(1).amax(dim=1)  # (H,)
+
+
+def output_logit_stats(model: nn.Module, token_ids: torch.Tensor) -> dict[str, float]:
+    """Two sizes of the output logits for ``token_ids``: what z-loss and final soft-capping act on.
+
+    ``"log_z"``: the mean over positions of |log Z|, Z = Σ_v exp(logit_v) the output softmax's
+    normaliser, which PaLM's z-loss pulls towards 0; ``"max_logit"``: the largest |logit|, which
+    Gemma 2's final soft-capping keeps below its cap. Eval mode, no gradients.
+    """
+    with evaluating(model):
+        logits = model(token_ids.to(_device_of(model))).float()  # (B, T, vocab_size)
+    return {"log_z": torch.logsumexp(logits, dim=-1).abs().mean().item(), "max_logit": logits.abs().amax().item()}
 
 
 def _hidden_activations(ffn: nn.Module, x: torch.Tensor) -> torch.Tensor:

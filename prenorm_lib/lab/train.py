@@ -14,6 +14,12 @@ decay, gradient clipping. Two things are course-specific:
   (``record_norms_every``), per-layer gradient norms and the residual stream's norm at
   every depth, for a learner who wants to watch them during training.
 
+Two stabilisers of large runs are options of the loop, both off by default (notebook 05's
+frontier sweep switches them on): ``z_loss`` adds PaLM's and OLMo 2's auxiliary loss
+z_loss · log²Z on the output softmax (:func:`training_loss`), and ``qk_clip`` is Kimi K2's
+QK-Clip, which rescales a head's W_q and W_k after an update whenever that head's largest
+attention logit passed the threshold (:func:`qk_clip_`).
+
 Same seeds, same history, bit for bit (on one thread; :func:`prenorm_lib.setup` sets it).
 """
 
@@ -30,10 +36,18 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from prenorm_lib import validation
+from prenorm_lib.attention import MultiHeadSelfAttention
 from prenorm_lib.config import ModelConfig
 from prenorm_lib.ffn import default_hidden_dim
 from prenorm_lib.lab.data import VOCABULARY, Corpus, get_batch
-from prenorm_lib.lab.probes import evaluating, gradient_norms_by_layer, next_token_loss, recording_residual_norms
+from prenorm_lib.lab.probes import (
+    evaluating,
+    gradient_norms_by_layer,
+    head_max_logits,
+    hooks,
+    next_token_loss,
+    recording_residual_norms,
+)
 from prenorm_lib.model import TransformerLM
 
 VAL_BATCH_SEED = 2020  # every run is scored on the same validation windows
@@ -65,7 +79,13 @@ def default_device() -> torch.device:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything that decides a run besides the model. ``grad_clip=None`` turns clipping off."""
+    """Everything that decides a run besides the model. ``grad_clip=None`` turns clipping off.
+
+    ``z_loss`` (a coefficient, e.g. PaLM's and OLMo 2's 1e-4) adds z_loss · mean(log²Z) to the
+    training loss, Z the output softmax's normaliser; ``qk_clip`` (a threshold τ, Kimi K2's
+    100) rescales each attention head's W_q and W_k by √min(1, τ/S_max) after every update,
+    S_max that head's largest logit on the update's batch. None turns either off.
+    """
 
     steps: int = 200
     batch_size: int = 16
@@ -81,6 +101,8 @@ class TrainConfig:
     seed: int = 0
     divergence_factor: float = 3.0
     record_norms_every: int | None = None  # None: record no norms during training
+    z_loss: float | None = None  # None: no z-loss
+    qk_clip: float | None = None  # None: no QK-clip
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "context_length", "eval_every", "eval_batches"):
@@ -97,6 +119,9 @@ class TrainConfig:
             raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
         if self.grad_clip is not None:
             validation.positive_float("grad_clip", self.grad_clip)
+        for name in ("z_loss", "qk_clip"):
+            if getattr(self, name) is not None:
+                validation.positive_float(name, getattr(self, name))
 
 
 def lr_at(step: int, config: TrainConfig) -> float:
@@ -118,8 +143,10 @@ def lr_at(step: int, config: TrainConfig) -> float:
 class History:
     """What one run recorded. Steps count updates: step s is "after s updates".
 
-    ``train_loss[s - 1]`` is the loss of the batch used for update s (before it);
-    ``learning_rates`` and ``total_grad_norm`` (before clipping) are per update too.
+    ``train_loss[s - 1]`` is the loss of the batch used for update s (before it; the
+    cross-entropy alone, without a z-loss term); ``learning_rates``, ``total_grad_norm``
+    (before clipping) and, with QK-clip, ``qk_clipped`` (how many heads it rescaled) are per
+    update too.
     ``grad_norms`` maps each layer ("token_embeddings", "layers.0", …, "lm_head") to its
     gradient norm before clipping at the updates in ``norm_steps``; ``residual_norms``
     holds, for the same updates, the mean squared norm of the residual stream at depths
@@ -136,6 +163,7 @@ class History:
     grad_norms: dict[str, list[float]] = field(default_factory=dict)
     residual_norms: list[list[float]] = field(default_factory=list)
     metrics: dict[str, list[float]] = field(default_factory=dict)
+    qk_clipped: list[int] = field(default_factory=list)
     diverged_at: int | None = None
     seconds: float = 0.0
 
@@ -212,6 +240,53 @@ def loss_by_position(model: nn.Module, ids: torch.Tensor, context_length: int, w
     return losses.mean(dim=0).cpu()  # (T,)
 
 
+def training_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                  z_loss: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the loss to minimise, its cross-entropy part) for a batch ``x``, ``y`` of (B, T) token ids.
+
+    Without ``z_loss`` both are the next-token cross-entropy. With it, the first adds
+    z_loss · mean over positions of (log Z)², Z = Σ_v exp(logit_v) the output softmax's
+    normaliser: PaLM's auxiliary loss (Chowdhery et al. 2022, §5: "z_loss = 10⁻⁴ · log² Z"),
+    which OLMo 2 uses too (§3.3.3); it pulls log Z towards 0 and so keeps the output logits
+    from drifting to large values, which the cross-entropy alone does not care about.
+    """
+    if z_loss is None:
+        loss = next_token_loss(model, x, y)
+        return loss, loss
+    logits = model(x)  # (B, T, vocab_size)
+    cross_entropy = nn.functional.cross_entropy(logits.flatten(0, -2), y.flatten())
+    log_z = torch.logsumexp(logits.float(), dim=-1)  # (B, T)
+    return cross_entropy + z_loss * log_z.pow(2).mean(), cross_entropy
+
+
+def _attention_modules(model: nn.Module) -> list[nn.Module]:
+    return [module for module in model.modules() if isinstance(module, MultiHeadSelfAttention)]
+
+
+def qk_clip_(attn: MultiHeadSelfAttention, s_max: torch.Tensor, tau: float) -> int:
+    """Kimi K2's per-head QK-Clip, in place: head h's rows of W_q and W_k times √min(1, τ/S_max^h).
+
+    Kimi K2 (arXiv 2507.20534, §2.1) rescale W_q^h by γ_h^α and W_k^h by γ_h^(1−α), with
+    γ_h = min(1, τ/S_max^h) and α = 0.5, after the optimizer's update, S_max^h the head's
+    largest logit in that step's forward pass (``s_max``, (num_heads,), from
+    :func:`prenorm_lib.lab.probes.head_max_logits`): a logit q·k is bilinear in the two
+    matrices, so the same inputs would now give at most τ. The forward and backward pass of
+    the step itself are unchanged. Returns how many heads were rescaled. A QK-norm would undo
+    the rescaling, so it is refused.
+    """
+    if attn.qk_norm is not None:
+        raise ValueError(f"qk_clip rescales W_q and W_k, which qk_norm={attn.qk_norm!r} normalises away: "
+                         "use one or the other")
+    gamma = (tau / s_max).clamp(max=1.0)  # (H,)
+    if not (gamma < 1).any():
+        return 0
+    scale = gamma.sqrt().repeat_interleave(attn.d_head).unsqueeze(-1)  # (H·d_head, 1): the rows of each head
+    with torch.no_grad():
+        attn.q_proj.weight.mul_(scale.to(attn.q_proj.weight.dtype))
+        attn.k_proj.weight.mul_(scale.to(attn.k_proj.weight.dtype))
+    return int((gamma < 1).sum())
+
+
 def _has_diverged(loss: float, initial_loss: float | None, factor: float) -> bool:
     if not math.isfinite(loss):
         return True
@@ -251,6 +326,12 @@ def train(
         foreach=True,  # one fused update over all tensors: on CPU a quarter cheaper than the loop
     )
     max_norm = math.inf if config.grad_clip is None else config.grad_clip
+    attention = _attention_modules(model) if config.qk_clip is not None else []
+    for attn in attention:
+        if attn.qk_norm is not None:
+            raise ValueError(f"qk_clip={config.qk_clip} rescales W_q and W_k, which the model's "
+                             f"qk_norm={attn.qk_norm!r} normalises away: use one or the other")
+    attention_inputs: list[tuple[MultiHeadSelfAttention, torch.Tensor]] = []
     initial_loss = None
     model.train()
     start = time.perf_counter()
@@ -266,12 +347,14 @@ def train(
         x, y = x.to(device), y.to(device)
         every = config.record_norms_every
         record_norms = every is not None and (step % every == 0 or step == 1)
-        if record_norms:
-            with recording_residual_norms(model) as depth_norms:
-                loss = next_token_loss(model, x, y)
-        else:
-            loss = next_token_loss(model, x, y)
-        loss_value = loss.item()
+        attention_inputs.clear()
+        with hooks(attention, lambda attn, args: attention_inputs.append((attn, args[0].detach())), pre=True):
+            if record_norms:
+                with recording_residual_norms(model) as depth_norms:
+                    loss, cross_entropy = training_loss(model, x, y, config.z_loss)
+            else:
+                loss, cross_entropy = training_loss(model, x, y, config.z_loss)
+        loss_value = cross_entropy.item()
         if _has_diverged(loss_value, initial_loss, config.divergence_factor):
             history.diverged_at = step
             break
@@ -284,7 +367,10 @@ def train(
                 history.grad_norms.setdefault(name, []).append(norm)
             history.residual_norms.append(depth_norms)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm).item()
+        s_max = [(attn, head_max_logits(attn, inputs)) for attn, inputs in attention_inputs]  # this step's forward
         optimizer.step()
+        if config.qk_clip is not None:
+            history.qk_clipped.append(sum(qk_clip_(attn, heads, config.qk_clip) for attn, heads in s_max))
         history.train_loss.append(loss_value)
         history.learning_rates.append(lr)
         history.total_grad_norm.append(grad_norm)

@@ -15,10 +15,14 @@ from prenorm_lib.lab.probes import (
     agreement_accuracy,
     branch_gains,
     dead_relu_fraction,
+    expected_grad_norms_by_layer,
     ffn_grad_norms_by_layer,
     grad_norms_at_init,
+    head_max_logits,
+    hidden_state_stats,
     max_attention_logit,
     next_token_loss,
+    output_logit_stats,
     recording_residual_norms,
     residual_norms,
     shared_fraction_by_depth,
@@ -221,6 +225,78 @@ def test_max_attention_logit_is_the_largest_visible_score(corpus, batch):
             h = layer(h)
     assert max_attention_logit(model, x) == pytest.approx(largest, rel=1e-6)
     assert model.training and hook_count(model) == 0
+
+
+def test_head_max_logits_is_each_heads_largest_visible_signed_score(corpus, batch):
+    attn = build_model(corpus, seed=0, num_layers=1).layers[0].attn
+    x = torch.randn(3, 8, 64, generator=torch.Generator().manual_seed(2))
+    logits = attn.attention_logits(x).detach()  # (3, H, 8, 8)
+    future = ~causal_mask(8)
+    with torch.no_grad():
+        logits[:, :, future] = 1e6  # a future key's score is never a candidate
+    expected = logits.masked_fill(future, -math.inf).permute(1, 0, 2, 3).reshape(attn.num_heads, -1).max(dim=1).values
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(attn, "attention_logits", lambda *_: logits)
+    try:
+        found = head_max_logits(attn, x)
+    finally:
+        monkey.undo()
+    assert found.shape == (attn.num_heads,) and torch.equal(found, expected)
+
+
+def test_hidden_state_stats_are_each_depths_channel_variance_and_largest_entry(corpus, batch):
+    x = batch[0]
+    for norm in ("pre", "post", "sandwich"):
+        model = build_model(corpus, seed=0, num_layers=3, norm=norm)
+        with torch.no_grad():
+            states = [model.token_embeddings(x)]
+            for layer in model.layers:
+                states.append(layer(states[-1]))
+        stats = hidden_state_stats(model, x)
+        expected = [((h - h.mean(-1, keepdim=True)) ** 2).mean(-1).mean().item() for h in states]
+        assert stats["variance"] == pytest.approx(expected, rel=1e-5)
+        assert stats["max_abs"] == pytest.approx([h.abs().max().item() for h in states], rel=1e-6)
+        assert hook_count(model) == 0
+        if norm == "post":  # RMSNorm with unit gains: mean square 1 per token, so variance just below 1
+            assert all(0.9 < v <= 1.0 + 1e-5 for v in stats["variance"][1:])
+
+
+def test_output_logit_stats_are_the_mean_absolute_log_partition_and_the_largest_logit():
+    logits = torch.randn(2, 5, 7, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    logits[0] -= 40.0  # log Z far below 0 in one sequence, near +2 in the other: |log Z| is not log Z
+
+    class Fixed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.anchor = torch.nn.Parameter(torch.zeros(()))  # a parameter, so the probe finds a device
+
+        def forward(self, _ids):
+            return logits
+
+    log_z = logits.exp().sum(-1).log()  # (2, 5), written out
+    stats = output_logit_stats(Fixed(), torch.zeros(2, 5, dtype=torch.long))
+    assert stats["log_z"] == pytest.approx(log_z.abs().mean().item(), rel=1e-6)  # float32 inside
+    assert stats["max_logit"] == pytest.approx(logits.abs().max().item(), rel=1e-6)
+
+
+def test_expected_grad_norms_by_layer_pool_the_batches_gradients(corpus):
+    model = build_model(corpus, seed=0, num_layers=2)
+    batches = [get_batch(corpus.train_ids, 2, 16, torch.Generator().manual_seed(s)) for s in range(3)]
+    model.zero_grad(set_to_none=True)
+    for x, y in batches:  # .grad accumulates the sum of the three gradients
+        next_token_loss(model, x, y).backward()
+    expected = {}
+    for name, p in model.named_parameters():
+        key = probes.layer_name(name)
+        expected[key] = expected.get(key, 0.0) + (p.grad / 3).pow(2).sum().item()
+    model.zero_grad(set_to_none=True)
+    found = expected_grad_norms_by_layer(model, batches)
+    assert found == pytest.approx({k: math.sqrt(v) for k, v in expected.items()}, rel=1e-5)
+    assert all(p.grad is None for p in model.parameters())
+    one = expected_grad_norms_by_layer(model, batches[:1])
+    assert one["layers.0"] > found["layers.0"]  # one batch's noise adds; the mean cancels some of it
+    with pytest.raises(ValueError, match="batches"):
+        expected_grad_norms_by_layer(model, [])
 
 
 def test_stream_gradient_norms_by_sub_layer(corpus, batch):

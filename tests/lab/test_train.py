@@ -18,7 +18,9 @@ from prenorm_lib.lab.train import (
     lr_at,
     model_config,
     outcome_of,
+    qk_clip_,
     train,
+    training_loss,
 )
 
 QUICK = TrainConfig(steps=12, eval_every=6, record_norms_every=4, eval_batches=2)
@@ -120,7 +122,8 @@ def test_build_model_is_seeded_and_leaves_global_rng_alone(corpus):
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [({"steps": 0}, "steps"), ({"lr": -1.0}, "lr"), ({"warmup_steps": -1}, "warmup_steps"),
-     ({"min_lr_ratio": 2.0}, "min_lr_ratio"), ({"grad_clip": 0.0}, "grad_clip")],
+     ({"min_lr_ratio": 2.0}, "min_lr_ratio"), ({"grad_clip": 0.0}, "grad_clip"), ({"z_loss": 0.0}, "z_loss"),
+     ({"z_loss": -1e-4}, "z_loss"), ({"qk_clip": 0.0}, "qk_clip")],
 )
 def test_config_rejects_bad_values(overrides, message):
     with pytest.raises(ValueError, match=message):
@@ -194,3 +197,98 @@ def test_outcome_of_a_run_trains_stalls_or_diverges():
     assert outcome_of(history, unigram) == "stalls"
     history.diverged_at = 12
     assert outcome_of(history, unigram) == "diverges"
+
+
+def test_z_loss_adds_the_mean_squared_log_partition(corpus):
+    """PaLM's z-loss written out: cross-entropy + c · mean over positions of (log Σ_v exp(logit_v))²."""
+    model = build_model(corpus, seed=0)
+    x, y = get_batch(corpus.train_ids, 4, 16, torch.Generator().manual_seed(1))
+    total, cross_entropy = training_loss(model, x, y, z_loss=1e-2)
+    with torch.no_grad():
+        logits = model(x).double()  # (4, 16, V)
+        log_z = logits.exp().sum(-1).log()  # (4, 16), without logsumexp
+        expected_ce = (log_z - logits.gather(-1, y.unsqueeze(-1)).squeeze(-1)).mean()
+    torch.testing.assert_close(cross_entropy.double(), expected_ce, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(total.double(), expected_ce + 1e-2 * log_z.pow(2).mean(), rtol=1e-5, atol=1e-6)
+    plain, same = training_loss(model, x, y)
+    assert plain is same and torch.equal(plain, next_token_loss(model, x, y))
+
+
+def mean_log_z(model, corpus):
+    x, _ = get_batch(corpus.val_ids, 8, 16, torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        return torch.logsumexp(model(x), dim=-1).abs().mean().item()
+
+
+def test_z_loss_pulls_log_z_towards_zero_and_history_keeps_the_cross_entropy(corpus):
+    config = dataclasses.replace(QUICK, steps=30, lr=1e-2, record_norms_every=None)
+    plain, penalised = build_model(corpus, seed=0), build_model(corpus, seed=0)
+    history = train(plain, corpus, config, progress=False)
+    penalised_history = train(penalised, corpus, dataclasses.replace(config, z_loss=0.1), progress=False)
+    assert mean_log_z(penalised, corpus) < 0.5 * mean_log_z(plain, corpus)
+    assert history.train_loss[0] == penalised_history.train_loss[0]  # step 1: the same cross-entropy, no z term
+    assert history.qk_clipped == penalised_history.qk_clipped == []
+
+
+def first_step_inputs(model, corpus, config):
+    """What each attention module reads in update 1 of train(model, corpus, config): {attn: (B, T, d)}."""
+    x, _ = get_batch(corpus.train_ids, config.batch_size, config.context_length,
+                     torch.Generator().manual_seed(config.seed))
+    inputs = {}
+    handles = [layer.attn.register_forward_pre_hook(lambda m, args: inputs.setdefault(m, args[0].detach()))
+               for layer in model.layers]
+    with torch.no_grad():
+        model(x)
+    for handle in handles:
+        handle.remove()
+    return inputs
+
+
+def head_logit_maxima(attn, x):
+    """Per head, max over batch and visible pairs of (x W_q^h)·(x W_k^h)/√d_head with RoPE, written out."""
+    d, maxima = attn.d_head, []
+    visible = torch.ones(x.shape[-2], x.shape[-2]).tril().bool()
+    for h in range(attn.num_heads):
+        rows = slice(h * d, (h + 1) * d)
+        q = attn.rope(x @ attn.q_proj.weight[rows].T)  # (B, T, d_head)
+        k = attn.rope(x @ attn.k_proj.weight[rows].T)
+        scores = torch.einsum("btd,bsd->bts", q, k) / math.sqrt(d)  # (B, T, T)
+        maxima.append(scores.masked_fill(~visible, -math.inf).max())
+    return torch.stack(maxima)
+
+
+def test_qk_clip_rescales_each_heads_query_and_key_rows_by_the_root_of_its_ratio(corpus):
+    """Kimi K2's per-head QK-Clip after one update: W^h ← √min(1, τ/S_max^h)·W^h for W_q and W_k, nothing else."""
+    config = TrainConfig(steps=1, lr=1e-2, warmup_steps=0, eval_every=1, eval_batches=1)
+    model = build_model(corpus, seed=0)
+    s_max = {i: head_logit_maxima(attn, x) for i, (attn, x) in
+             enumerate(first_step_inputs(model, corpus, config).items())}
+    tau = torch.cat(list(s_max.values())).median().item()  # about half of the 2 × 4 heads above τ
+    free, clipped = build_model(corpus, seed=0), build_model(corpus, seed=0)
+    train(free, corpus, config, progress=False)
+    history = train(clipped, corpus, dataclasses.replace(config, qk_clip=tau), progress=False)
+    expected_clipped = 0
+    for i, (a, b) in enumerate(zip(free.layers, clipped.layers, strict=True)):
+        gamma = (tau / s_max[i]).clamp(max=1.0)
+        expected_clipped += int((gamma < 1).sum())
+        scale = gamma.sqrt().repeat_interleave(a.attn.d_head).unsqueeze(-1)  # (d_model, 1)
+        torch.testing.assert_close(b.attn.q_proj.weight, a.attn.q_proj.weight * scale, rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(b.attn.k_proj.weight, a.attn.k_proj.weight * scale, rtol=1e-5, atol=1e-7)
+        assert torch.equal(b.attn.v_proj.weight, a.attn.v_proj.weight)
+    assert 0 < expected_clipped < 2 * 4 and history.qk_clipped == [expected_clipped]
+
+
+def test_qk_clip_with_a_threshold_never_reached_changes_nothing(corpus):
+    config = dataclasses.replace(QUICK, record_norms_every=None)
+    free = train(build_model(corpus, seed=0), corpus, config, progress=False)
+    clipped = train(build_model(corpus, seed=0), corpus, dataclasses.replace(config, qk_clip=1e9), progress=False)
+    assert clipped.val_loss == free.val_loss and clipped.qk_clipped == [0] * config.steps
+
+
+def test_qk_clip_refuses_a_qk_norm_that_would_undo_it(corpus):
+    with pytest.raises(ValueError, match=r"qk_clip=100.*qk_norm='per_head'"):
+        train(build_model(corpus, seed=0, qk_norm=True), corpus, dataclasses.replace(QUICK, qk_clip=100.0),
+              progress=False)
+    attn = build_model(corpus, seed=0, qk_norm="flat").layers[0].attn
+    with pytest.raises(ValueError, match="qk_norm='flat'"):
+        qk_clip_(attn, torch.full((attn.num_heads,), 500.0), 100.0)

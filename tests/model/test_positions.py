@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from torch.testing import assert_close
 
 from prenorm_lib.model import TransformerLM
-from prenorm_lib.rope import RotaryPositionalEmbedding, extend_context
 from prenorm_lib.positions import LogLengthTemperature, SinusoidalPositions, log_length_scale, sinusoidal_encoding
+from prenorm_lib.rope import RotaryPositionalEmbedding, extend_context
 
 LM_ARGS = {"vocab_size": 40, "context_length": 12, "d_model": 16, "num_layers": 2, "num_heads": 4, "d_ff": 32}
 
@@ -184,8 +184,8 @@ def test_llamas_temperature_acts_on_the_nope_layers_beyond_the_floor_only():
     model = hybrid(nope_layer_interval=4, context_length=20)
     hot = extend_context(model, 40, nope_temperature={"floor_scale": 20.0, "attn_scale": 0.5})
     cold = extend_context(model, 40)
-    assert [type(b.attn.query_temperature).__name__ for b in hot.layers] == ["NoneType"] * 3 + ["LogLengthTemperature"] \
-        + ["NoneType"] * 3 + ["LogLengthTemperature"]
+    kinds = [type(b.attn.query_temperature).__name__ for b in hot.layers]
+    assert kinds == (["NoneType"] * 3 + ["LogLengthTemperature"]) * 2
     tokens = torch.randint(0, 40, (2, 40))
     hot_logits, cold_logits = hot(tokens), cold(tokens)
     assert_close(hot_logits[:, :19], cold_logits[:, :19])  # positions 0 … 18: scale log(0 + 1)·0.5 + 1 = 1

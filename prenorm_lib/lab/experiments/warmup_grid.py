@@ -3,9 +3,10 @@
 Six-block models of the course's size (d_model 64, SwiGLU, RoPE) that differ only in the
 block: pre-norm, post-norm, no norm, and three controls — post-norm and no norm with the
 branches' last matrices initialised down by 1/√(2L) (``scaled_init``), and DeepNorm.
-Post-norm is also run with 4 blocks (Nguyen & Salazar 2019: without warmup post-norm
-trained at 4 layers and failed at 5 and 6). Every cell of the grid uses the same seeds,
-so seed s of every variant starts from the same batches in the same order.
+Post-norm is also run with 4 and 5 blocks, and pre-norm with 4: Nguyen & Salazar (2019),
+Table 5 (no warmup), report post-norm training at 4 layers, below pre-norm there, and failing
+at 5 and 6. Every cell of the grid uses the same seeds, so seed s of every variant starts from
+the same batches in the same order.
 
 A run ends in one of three outcomes (the rule of exercise 5.3,
 :func:`prenorm_lib.lab.train.outcome_of`): it *trains* (final validation loss well
@@ -20,8 +21,8 @@ from typing import Any
 from prenorm_lib.lab import data, train
 from prenorm_lib.lab.train import outcome_of
 
-DESCRIPTION = ("LMs of 6 blocks: pre/post/no norm, and four controls (scaled init for post and no norm, "
-               "DeepNorm, post-norm with 4 blocks) × lr × warmup, 50 updates, paired seeds")
+DESCRIPTION = ("LMs of 6 blocks: pre/post/no norm, and controls (scaled init for post and no norm, DeepNorm, "
+               "post-norm with 4 and 5 blocks, pre-norm with 4) × lr × warmup, 50 updates, paired seeds")
 
 CONFIG: dict[str, Any] = {
     "blocks": {
@@ -32,6 +33,8 @@ CONFIG: dict[str, Any] = {
         "none, scaled init": {"norm": "none", "scaled_init": True},
         "deepnorm": {"norm": "deepnorm"},
         "post, 4 blocks": {"norm": "post", "num_layers": 4},
+        "post, 5 blocks": {"norm": "post", "num_layers": 5},
+        "pre, 4 blocks": {"norm": "pre", "num_layers": 4},
     },
     "num_layers": 6,
     "lrs": [3e-3, 1e-2, 3e-2],
@@ -42,14 +45,15 @@ CONFIG: dict[str, Any] = {
     "eval_every": 10,
     "eval_batches": 4,
     "seeds": [0, 1, 2, 3, 4],
-    # Depth or run length? Section 8's 2-block post-norm trains at lr 0.03 over 300 updates,
-    # where this grid's 6-block post-norm stalls over 50. These cells change one of the two
-    # (on the first three seeds: a 300-update cell costs six grid cells).
+    # Depth or run length? Section 8's 2-block post-norm trains at lr 0.03 over 300 updates on
+    # windows of 32 tokens, where this grid's 6-block post-norm stalls over 50 on windows of 16.
+    # These cells change one of the three at a time, on every seed of the grid.
     "depth_vs_length": {
         "lr": 3e-2,
-        "seeds": [0, 1, 2],
+        "seeds": [0, 1, 2, 3, 4],
         "runs": {"post, 2 blocks": {"num_layers": 2, "steps": 50},
-                 "post, 300 updates": {"num_layers": 6, "steps": 300}},
+                 "post, 300 updates": {"num_layers": 6, "steps": 300},
+                 "post, context 32": {"num_layers": 6, "steps": 50, "context_length": 32}},
     },
 }
 
@@ -90,14 +94,15 @@ def run_seed(config: dict[str, Any], seed: int) -> dict[str, Any]:
                 cells[cell_key(block, lr, warmup)] = _cell(history, reference)
     extra = config.get("depth_vs_length", {"runs": {}})
     for name, options in extra["runs"].items() if seed in extra.get("seeds", config["seeds"]) else ():
+        context_length = options.get("context_length", config["context_length"])
         for warmup in config["warmups"]:
             run_config = train.TrainConfig(
-                steps=options["steps"], batch_size=config["batch_size"], context_length=config["context_length"],
+                steps=options["steps"], batch_size=config["batch_size"], context_length=context_length,
                 lr=extra["lr"], warmup_steps=warmup, eval_every=config["eval_every"],
                 eval_batches=config["eval_batches"], seed=seed,
             )
             model = train.build_model(corpus, seed, norm="post", num_layers=options["num_layers"],
-                                      context_length=config["context_length"])
+                                      context_length=context_length)
             cells[cell_key(name, extra["lr"], warmup)] = _cell(train.train(model, corpus, run_config, progress=False),
                                                                reference)
     return {"unigram_loss": round(reference, 5), "cells": cells}

@@ -24,14 +24,18 @@ from prenorm_lib.lab.placement_measurements import (
     _over_finite,
     branch_gains_over_seeds,
     depth_profiles,
+    depth_transfer_losses,
     fig3_grad_norms,
     first_update_by_depth,
+    gradient_by_layer_arrays,
     grid_summary,
+    hidden_variance_summary,
     lemma2_bounds,
     lr_sweep_summary,
     residual_norms_over_seeds,
+    theorem1_arrays,
 )
-from prenorm_lib.lab.plotting import COLORS, mean_band
+from prenorm_lib.lab.plotting import COLORS, DASHES, mean_band
 from prenorm_lib.lab.sliders import LiveFigure
 from prenorm_lib.lab.train import History
 
@@ -43,6 +47,8 @@ PLACEMENT_LABELS = {
     "none, scaled init": "no norm, scaled init",
     "deepnorm": "DeepNorm",
     "post, 4 blocks": "post-norm, 4 blocks",
+    "post, 5 blocks": "post-norm, 5 blocks",
+    "pre, 4 blocks": "pre-norm, 4 blocks",
 }
 # colour and line style of every block variant the notebook compares
 VARIANT_STYLES = {
@@ -55,10 +61,13 @@ VARIANT_STYLES = {
     "pre-norm": (COLORS["pre"], "-"),
     "pre-norm + per-head QK-norm (Qwen3)": (COLORS["pre"], "--"),
     "sandwich": (COLORS["silu"], "-."),
+    "Peri-LN (sandwich)": (COLORS["silu"], "-."),
     "OLMo 2 (reordered + flat QK-norm)": (COLORS["swiglu"], (0, (5, 1, 1, 1, 1, 1))),
     "DeepNorm": (COLORS["gelu"], (0, (8, 2))),
     "ReZero": ("#8c564b", (0, (1, 2))),
     "post-norm": (COLORS["post"], "-"),
+    "Mix-LN": (COLORS["swiglu"], "-."),
+    "LayerNorm Scaling": (COLORS["gelu"], (0, (5, 1, 1, 1, 1, 1))),
 }
 # the second cue of the frontier sweep: one marker per block type, so that lines of similar
 # colour (DeepNorm and post-norm, pre-norm and OLMo 2 under deuteranopia) stay apart
@@ -66,6 +75,9 @@ VARIANT_MARKERS = {
     "pre-norm": "o",
     "pre-norm + per-head QK-norm (Qwen3)": "s",
     "sandwich": "^",
+    "Peri-LN (sandwich)": "^",
+    "Mix-LN": "D",
+    "LayerNorm Scaling": "P",
     "OLMo 2 (reordered + flat QK-norm)": "v",
     "DeepNorm": "X",
     "ReZero": "P",
@@ -266,6 +278,127 @@ def plot_last_layer_grad_by_depth(grads: Mapping[str, np.ndarray], depths: Seque
 
 
 
+def plot_theorem1(arrays: Mapping[int, Mapping[str, np.ndarray]], depths: Sequence[int],
+                  span: tuple[int, int] | None = None) -> plt.Figure:
+    """Theorem 1 in its own quantity: the last block's ‖∂loss/∂W2‖ against L, one panel per d_model.
+
+    ``arrays[d_model][placement]`` is (n_seeds, len(depths)); mean ± one standard deviation
+    over the seeds, a 1/√L guide through pre-norm's first point, and ``span`` (first, last
+    depth) shaded: the depths the paper measured.
+    """
+    fig, axes = plt.subplots(1, len(arrays), figsize=(5.2 * len(arrays), 3.9), squeeze=False)
+    depths_arr = np.asarray(depths, dtype=float)
+    for ax, (width, runs_by_placement) in zip(axes[0], arrays.items(), strict=True):
+        if span is not None:
+            ax.axvspan(*span, color=COLORS["input"], alpha=0.18, linewidth=0, label="depths in the paper")
+        for placement, runs in runs_by_placement.items():
+            color, style = variant_style(placement)
+            line = mean_band(ax, depths_arr, runs, f"{_label(placement)} ({runs.shape[0]} seeds)", color=color)
+            line.set_linestyle(style)
+            ax.plot(depths_arr, runs.mean(axis=0), "o" if placement == "pre" else "s", color=color, markersize=4)
+        if "pre" in runs_by_placement:
+            start = runs_by_placement["pre"].mean(axis=0)[0]
+            ax.plot(depths_arr, start * np.sqrt(depths_arr[0] / depths_arr), ":", color=COLORS["reference"],
+                    label=r"$\propto 1/\sqrt{L}$")
+        ax.set_xticks(depths_arr, [str(d) for d in depths])
+        ax.set(xlabel="number of blocks L", ylim=(0, None), title=f"d_model {width}")
+    axes[0, 0].set_ylabel(r"last block's $\|\partial\,\mathrm{loss}/\partial W_2\|_F$ at init")
+    axes[0, 0].legend(loc="lower left", fontsize=9)
+    return fig
+
+
+def plot_hidden_variance(summary: Mapping[str, Mapping[str, np.ndarray]], lrs: Sequence[float],
+                         lr: float) -> plt.Figure:
+    """Peri-LN's quantity. Left: the hidden state's variance by depth at the end of training at ``lr``
+    (geometric mean and the seeds' range, log scale); right: the last block's variance against the
+    learning rate (median and range over the seeds that finished)."""
+    fig, (ax_depth, ax_lr) = plt.subplots(1, 2, figsize=(11, 4.2))
+    column = list(lrs).index(lr)
+    lrs_arr = np.asarray(lrs, dtype=float)
+    for placement, arrays in summary.items():
+        color, style = variant_style(placement)
+        marker = VARIANT_MARKERS.get(placement, "o")
+        runs = arrays["variance"][:, column, :]  # (seeds, L + 1)
+        depths = np.arange(runs.shape[1])
+        finite = runs[np.isfinite(runs).all(axis=1)]
+        if len(finite):
+            ax_depth.plot(depths, np.exp(np.log(finite).mean(axis=0)), linestyle=style, marker=marker, color=color,
+                          markersize=5, label=placement)
+            ax_depth.fill_between(depths, finite.min(axis=0), finite.max(axis=0), color=color, alpha=0.15,
+                                  linewidth=0)
+        last = arrays["variance"][:, :, -1]  # (seeds, lrs)
+        center = _over_finite(last, np.median)
+        shown = np.isfinite(center)
+        ax_lr.plot(lrs_arr[shown], center[shown], linestyle=style, marker=marker, color=color, markersize=5,
+                   label=placement)
+        ax_lr.fill_between(lrs_arr[shown], _over_finite(last, np.min)[shown], _over_finite(last, np.max)[shown],
+                           color=color, alpha=0.15, linewidth=0)
+    ax_depth.set(yscale="log", xlabel="depth l (0 = embeddings, then after each block)",
+                 ylabel="variance of the hidden state", title=f"By depth, end of training, lr {lr:g}")
+    ax_depth.set_xticks(depths)
+    ax_lr.set(xscale="log", yscale="log", xlabel="peak learning rate", ylabel="variance after the last block",
+              title="The last block, against the learning rate")
+    ax_lr.set_xticks(lrs_arr, [f"{v:g}" for v in lrs])
+    ax_lr.minorticks_off()
+    ax_depth.legend(loc="upper left", fontsize=9)
+    return fig
+
+
+def plot_gradient_by_layer(at_init: Mapping[str, np.ndarray], trained: Mapping[str, np.ndarray],
+                           trained_title: str) -> plt.Figure:
+    """Each block's gradient norm per placement, at initialisation (left) and during training (right).
+
+    ``at_init[placement]`` and ``trained[placement]`` are (n_seeds, L); log scale, so a profile
+    that falls or rises by a constant factor per block is a straight line.
+    """
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    panels = ((axes[0], at_init, "At initialisation (8-batch mean)"), (axes[1], trained, trained_title))
+    for ax, arrays, title in panels:
+        for placement, runs in arrays.items():
+            color, style = variant_style(placement)
+            finite = runs[np.isfinite(runs).all(axis=1)]
+            if not len(finite):
+                continue
+            blocks = np.arange(1, finite.shape[1] + 1)
+            ax.plot(blocks, np.exp(np.log(finite).mean(axis=0)), linestyle=style, color=color,
+                    marker=VARIANT_MARKERS.get(placement, "o"), markersize=5, label=placement)
+            ax.fill_between(blocks, finite.min(axis=0), finite.max(axis=0), color=color, alpha=0.15, linewidth=0)
+        ax.set(yscale="log", xlabel="block (input side = 1)", title=title)
+        ax.set_xticks(np.arange(1, next(iter(arrays.values())).shape[1] + 1))
+    axes[0].set_ylabel("gradient norm of the block's parameters")
+    axes[0].legend(loc="lower left", fontsize=9)
+    return fig
+
+
+def plot_depth_transfer(losses: Mapping[str, np.ndarray], depths: Sequence[int], lrs: Sequence[float]
+                        ) -> plt.Figure:
+    """Final loss against the learning rate, one panel per parametrisation, one line per depth.
+
+    ``losses[name]`` is (n_seeds, n_depths, n_lrs); the line is the mean over the seeds that
+    finished, the band their range; the marker on each line is its lowest point.
+    """
+    fig, axes = plt.subplots(1, len(losses), figsize=(4.4 * len(losses), 4.0), sharey=True, squeeze=False)
+    lrs_arr = np.asarray(lrs, dtype=float)
+    shades = [COLORS["input"], COLORS["pre"], COLORS["reference"], COLORS["post"]]
+    for ax, (name, runs) in zip(axes[0], losses.items(), strict=True):
+        for k, depth in enumerate(depths):
+            center = _over_finite(runs[:, k, :], np.mean)
+            shown = np.isfinite(center)
+            color = shades[k % len(shades)]
+            ax.plot(lrs_arr[shown], center[shown], linestyle=DASHES[k % len(DASHES)], color=color, marker="o",
+                    markersize=4, label=f"L = {depth}")
+            ax.fill_between(lrs_arr[shown], _over_finite(runs[:, k, :], np.min)[shown],
+                            _over_finite(runs[:, k, :], np.max)[shown], color=color, alpha=0.12, linewidth=0)
+            best = int(np.nanargmin(np.where(shown, center, np.nan)))
+            ax.plot(lrs_arr[best], center[best], marker="*", markersize=14, color=color, linestyle="none")
+        ax.set(xscale="log", xlabel="peak learning rate", title=name)
+        ax.set_xticks(lrs_arr, [f"{v:g}" for v in lrs])
+        ax.minorticks_off()
+    axes[0, 0].set_ylabel("final validation loss")
+    axes[0, 0].legend(loc="upper center", fontsize=9)
+    return fig
+
+
 def plot_stability_grid(
     losses: Mapping[tuple[str, int, float], float], labels: Mapping[tuple[str, int, float], str],
     placements: Sequence[str], warmups: Sequence[int], lrs: Sequence[float], reference: float | None = None,
@@ -453,6 +586,35 @@ def _last_layer_example() -> plt.Figure:
     return plot_last_layer_grad_by_depth(profiles["last"], profiles["depths"])
 
 
+def _theorem1_example() -> plt.Figure:
+    from prenorm_lib.lab import experiments
+
+    record = experiments.load("theorem1_depth")
+    return plot_theorem1(theorem1_arrays(record), record.config["depths"], span=(6, 14))
+
+
+def _hidden_variance_example() -> plt.Figure:
+    from prenorm_lib.lab import experiments
+
+    record = experiments.load("periln_variance")
+    return plot_hidden_variance(hidden_variance_summary(record), record.config["lrs"], 1e-2)
+
+
+def _gradient_by_layer_example() -> plt.Figure:
+    from prenorm_lib.lab import experiments
+
+    record = experiments.load("gradient_by_layer")
+    return plot_gradient_by_layer(gradient_by_layer_arrays(record), gradient_by_layer_arrays(record, lr=1e-2),
+                                  "After 200 updates at lr 0.01")
+
+
+def _depth_transfer_example() -> plt.Figure:
+    from prenorm_lib.lab import experiments
+
+    record = experiments.load("depth_lr_transfer")
+    return plot_depth_transfer(depth_transfer_losses(record), record.config["depths"], record.config["lrs"])
+
+
 def _branch_gains_example() -> plt.Figure:
     corpus = _small_corpus()
     return plot_branch_gains({ffn: branch_gains_over_seeds(corpus, ffn, seeds=range(2)) for ffn in ("relu", "swiglu")})
@@ -504,6 +666,10 @@ EXAMPLES = {
     "residual_norms": _residual_norms_example,
     "depth_slider": _depth_example,
     "last_layer_grad_by_depth": _last_layer_example,
+    "theorem1": _theorem1_example,
+    "hidden_variance": _hidden_variance_example,
+    "gradient_by_layer": _gradient_by_layer_example,
+    "depth_transfer": _depth_transfer_example,
     "branch_gains": _branch_gains_example,
     "stability_grid": _grid_example,
     "loss_curves": _loss_curves_example,
