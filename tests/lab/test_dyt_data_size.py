@@ -23,7 +23,7 @@ def corpus():
 
 
 def test_the_record_trains_the_settings_the_tuning_record_chose():
-    """dyt_data_size's table of settings is dyt_tuning's choice (lowest mean final loss on seeds 100, 101)."""
+    """dyt_data_size's table of settings is dyt_tuning's choice (lowest mean final loss on its held-out seed)."""
     assert dyt_data_size.CONFIG["selected"] == dyt_tuning.chosen(experiments.load("dyt_tuning"))
     assert not set(dyt_tuning.CONFIG["seeds"]) & set(dyt_data_size.CONFIG["seeds"])  # tuned on other seeds
     for name in ("model", "sizes", "steps", "warmup_steps", "batch_size", "eval_every", "eval_batches"):

@@ -52,14 +52,14 @@ CONFIG: dict[str, Any] = {
     "model": MODEL,
     **TRAINING,
     "sizes": SIZES,
-    # Chosen by dyt_tuning (lowest mean final held-out loss over its seeds 100 and 101); a test
+    # Chosen by dyt_tuning (lowest mean final held-out loss on its held-out seed 100); a test
     # checks that this table is that record's choice.
     "selected": {
         "16Ki": {"rmsnorm": {"lr": 1e-2}, "dyt": {"lr": 1e-2, "alpha0": 1.0}, "derf": {"lr": 1e-2, "alpha0": 1.0}},
         "256Ki": {"rmsnorm": {"lr": 1e-2}, "dyt": {"lr": 1e-2, "alpha0": 1.0}, "derf": {"lr": 1e-2, "alpha0": 1.0}},
         "all": {"rmsnorm": {"lr": 1e-2}, "dyt": {"lr": 1e-2, "alpha0": 1.0}, "derf": {"lr": 1e-2, "alpha0": 1.0}},
     },
-    "seeds": [0, 1, 2, 3, 4, 5],
+    "seeds": [0, 1, 2, 3, 4],  # cut from 6 for this machine's budget (2 cores): 5 paired seeds
 }
 
 # A few seconds of the same code, stored in the record and re-run by the tests (see experiments.drift).

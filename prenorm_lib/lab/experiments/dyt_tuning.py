@@ -10,8 +10,8 @@ and 2 and 4, since DyT's Table 11 finds narrower models wanting larger α₀. (L
 3e-2, RMSNorm's largest, is left out for DyT and Derf: in a first grid of this record — three
 learning rates × α₀ 0.5 and 1, made at commit 5cd6544 — it was their worst at every size, its
 best mean final loss 0.33–0.34 nats above their best setting's.) The grid is wide enough that every choice
-below lies inside it, not at its edge. Seeds 100 and 101 are used for nothing else:
-``dyt_data_size`` trains the setting with the lowest mean final held-out loss here on six
+below lies inside it, not at its edge. Seed 100 is used for nothing else:
+``dyt_data_size`` trains the setting with the lowest mean final held-out loss here on five
 other seeds, so the choice does not flatter the seeds that judge it.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 from prenorm_lib.lab import prose
 from prenorm_lib.lab.experiments import Record, dyt_data_size
 
-DESCRIPTION = "Learning rate × α₀ for RMSNorm, DyT and Derf at each training-set size of dyt_data_size, 2 seeds"
+DESCRIPTION = "Learning rate × α₀ for RMSNorm, DyT and Derf at each training-set size of dyt_data_size, 1 held-out seed"
 
 CONFIG: dict[str, Any] = {
     "model": dyt_data_size.MODEL,
@@ -35,7 +35,7 @@ CONFIG: dict[str, Any] = {
         "dyt": {"lrs": [1e-3, 3e-3, 1e-2], "alpha0s": [0.5, 1.0, 2.0, 4.0]},
         "derf": {"lrs": [1e-3, 3e-3, 1e-2], "alpha0s": [0.5, 1.0, 2.0, 4.0]},
     },
-    "seeds": [100, 101],
+    "seeds": [100],  # one held-out seed (two cost more than this machine's budget); the verdict seeds are others
 }
 
 FINGERPRINT: dict[str, Any] = {"seeds": [100], "steps": 8, "warmup_steps": 2, "eval_every": 4, "eval_batches": 2,

@@ -37,7 +37,7 @@ CONFIG: dict[str, Any] = {
     "eval_batches": 4,
     "record_every": 50,
     "init_batches": 8,
-    "seeds": [0, 1, 2, 3, 4],
+    "seeds": [0, 1, 2, 3],  # cut from 5 for this machine's budget (2 cores): 4 paired seeds
 }
 
 FINGERPRINT: dict[str, Any] = {"seeds": [0], "lrs": [3e-3], "steps": 6, "warmup_steps": 2, "eval_every": 3,
