@@ -37,7 +37,9 @@ def _panel(ax, rows: Mapping[str, Mapping[str, float]], xlabel: str) -> None:
 
 def plot_flop_shares(by_size: Mapping[str, Mapping[str, float]],
                      by_context: Mapping[str, Mapping[str, float]]) -> plt.Figure:
-    """Each part's share of a forward pass's FLOPs, as the model grows (left: GPT-2 small to XL, deeper and wider) and as the context grows (right).
+    """Each part's share of a forward pass's FLOPs as the model grows (left) and as the context grows (right).
+
+    GPT-2 small to XL is deeper as well as wider (12 to 48 layers, width 768 to 1,600).
 
     ``by_size`` maps a model's name (GPT-2 small … XL) and ``by_context`` a context length to the
     FLOPs of each part, as exercise 6.8's ``forward_flops`` returns them.
