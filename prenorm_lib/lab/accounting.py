@@ -1,4 +1,4 @@
-"""Parameters and forward FLOPs of the library's language model, as torch counts them (notebook 06, section 9).
+"""Parameters and forward FLOPs of the library's language model, as torch counts them (notebook 06, section 10).
 
 The handout's §3.6 asks for both by hand ("transformer_accounting"); this module measures
 them on the library's ``TransformerLM``, so a hand count has something no one here wrote to

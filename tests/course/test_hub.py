@@ -238,6 +238,13 @@ def test_a_class_on_a_real_jupyterhub(tmp_path: Path):
         assert [rows["pnhub-right"][e] for e in ("1.1", "1.2", "1.3")] == ["pass", "pass", "pass"]
         assert [rows["pnhub-wrong"][e] for e in ("1.1", "1.2", "1.3")] == ["pass", "pass", "hint"]
         assert [rows["pnhub-unfinished"][e] for e in ("1.1", "1.2", "1.3")] == ["not done"] * 3
+        # The grader's feedback goes back as the docs type it, and each learner finds theirs at home.
+        _teacher([*python, "feedback", str(collected)], root, env)
+        for user in LEARNERS:
+            returned = homes[user] / COURSE_FOLDER / "feedback" / f"{Path(NOTEBOOK).stem}-feedback.md"
+            assert returned.stat().st_uid == pwd.getpwnam(user).pw_uid, returned
+        hint = (homes["pnhub-wrong"] / COURSE_FOLDER / "feedback" / f"{Path(NOTEBOOK).stem}-feedback.md").read_text()
+        assert "1.3" in hint and "hint" in hint.lower(), hint
 
         # One learner's memory bomb: their kernel dies in their own cgroup; everyone else's goes on.
         if cgroup_layout() is not None:

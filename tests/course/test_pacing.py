@@ -15,7 +15,7 @@ MARK, TAG = "optional deep dive", "deep-dive"
 DEEP_DIVES = {  # the research-level sections a first reading may skip (issue 28)
     "01": ["Timing RMSNorm against LayerNorm", "Do we still need the norm?"],
     "02": ["Two controls", "Squared ReLU"],
-    "03": ["Long-term decay", "Beyond the training length"],
+    "03": ["Long-term decay", "Beyond the training length", "Positions after 2024"],
     "04": ["Sinks and gates"],
     "05": ["Why SwiGLU turns the profile over", "Depth: initialisation scale", "Why warmup?", "The frontier"],
 }

@@ -37,7 +37,7 @@ def test_lines_apart_and_text_fits(figure):
 
 def test_alt_text_names_both_panels_and_every_part(figure):
     text = describe_figure(figure)
-    assert "wider models" in text and "longer contexts" in text
+    assert "larger models" in text and "longer contexts" in text
     assert all(part in text for part in accounting.FLOP_PARTS)
 
 

@@ -6,9 +6,9 @@ layer" means one), otherwise the course's tiny model, trained on the grammar at 
 - ``rope``: RoPE in every layer (the baseline);
 - ``p-rope 0.25``, ``p-rope 0.5``, ``p-rope 0.75``: partial RoPE, Barbero et al.'s p-RoPE, only
   the fastest quarter, half or three quarters of each head's pairs rotated, in every layer;
-- ``nope every 4th``: RoPE in every layer but every fourth, which has none — Llama 4's
-  ``nope_layer_interval`` (reference code) and SmolLM3's ``no_rope_layer_interval``, both 4,
-  both counting layers from 1.
+- ``nope every 4th``: RoPE in every layer but every fourth, which has none — the default 4 of
+  Hugging Face's ``Llama4TextConfig`` and of SmolLM3's ``no_rope_layer_interval`` (Llama 4's
+  reference code takes ``nope_layer_interval`` as an argument, default None), layers counted from 1.
 
 No variant owns a parameter of its own, so each seed's variants start from identical weights
 and read identical batches: paired comparisons. Each seed records the final validation loss
@@ -18,8 +18,8 @@ at a rate that suits only the others), then reads 32·s tokens (s ∈ ``factors`
 trained, with position interpolation, NTK-aware Θ and YaRN (α = 1, β tuned on held-out windows
 as in ``rope_extension``); each partial RoPE as trained; the hybrid as trained and with Llama
 4's log-length attention temperature on its layer without positions (``floor_scale`` = the
-training length, our counterpart of the reference's 8192, so that positions inside the training
-length are untouched).
+training length, our counterpart of the reference's 8192: positions 0-30 are left alone, the last
+trained one, 31, is already scaled by 1 + 0.1 ln 2, and every position read beyond it more).
 """
 
 from __future__ import annotations

@@ -37,7 +37,9 @@ def _panel(ax, rows: Mapping[str, Mapping[str, float]], xlabel: str) -> None:
 
 def plot_flop_shares(by_size: Mapping[str, Mapping[str, float]],
                      by_context: Mapping[str, Mapping[str, float]]) -> plt.Figure:
-    """Each part's share of a forward pass's FLOPs, as the model widens (left) and as the context grows (right).
+    """Each part's share of a forward pass's FLOPs as the model grows (left) and as the context grows (right).
+
+    GPT-2 small to XL is deeper as well as wider (12 to 48 layers, width 768 to 1,600).
 
     ``by_size`` maps a model's name (GPT-2 small … XL) and ``by_context`` a context length to the
     FLOPs of each part, as exercise 6.8's ``forward_flops`` returns them.
@@ -46,7 +48,7 @@ def plot_flop_shares(by_size: Mapping[str, Mapping[str, float]],
     _panel(left, {name.removeprefix("GPT-2 "): flops for name, flops in by_size.items()}, "GPT-2 size (context 1,024)")
     _panel(right, by_context, "context length (GPT-2 XL)")
     left.set_ylabel("share of the forward FLOPs (%)")
-    left.set_title("wider models")
+    left.set_title("larger models")
     right.set_title("longer contexts")
     right.legend(loc="upper left", fontsize=9)
     fig.suptitle("Where one forward pass spends its FLOPs")
