@@ -14,7 +14,7 @@ trained with each normaliser for 500 updates on three training sets of different
 - all 4.47 M bytes: read 0.06 times, about 32 bytes per parameter — no repetition.
 
 Each normaliser's learning rate, and DyT's and Derf's α₀ (the papers tune α₀ for language
-models: DyT §7.2, Derf §6), are chosen per training-set size on one held-out seed by the
+models: DyT §7, Derf §6), are chosen per training-set size on one held-out seed by the
 record ``dyt_tuning`` (this module's grid); this record then trains the chosen settings on five
 other seeds, paired (same initial draws where the shapes agree, same batches, same
 validation windows). Also recorded, on seed 0: the input and output of every RMSNorm of the
