@@ -86,6 +86,7 @@ def test_dyts_alpha0_quote_has_one_section_everywhere():
 
     from prenorm_lib.lab.experiments import dyt_data_size, dyt_tuning
 
-    assert "(§7)" in prose().split("careful tuning of")[1][:80]
+    text = prose()
+    assert "careful tuning of" in text and "(§7)" in text.split("careful tuning of")[1][:80]
     assert '(§7:\n"careful tuning of α0' in inspect.getsource(dyt_tuning)
     assert "DyT §7, Derf §6" in inspect.getsource(dyt_data_size)
