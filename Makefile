@@ -81,11 +81,12 @@ grade: $(STAMP)
 	$(PY) -m prenorm_course.exercises grade $(DIR) $(if $(OUT),--out $(OUT)) $(if $(JOBS),--jobs $(JOBS)) \
 	  $(addprefix --learner ,$(LEARNER))
 
-## No false hints: correct answers in several forms checked over DRAWS drawn inputs per checker (default 20000);
-## every checker must read 0 (ONLY="1.1 4.1" for some, SEED= for other draws).
+## No false hints: correct answers in several forms checked over DRAWS drawn checks per checker (default 20000);
+## every checker must read 0 (ONLY="1.1 4.1" for some, SEED= for other draws, SECONDS= to stop each checker's
+## draws after that long, JOBS=2 for two checkers side by side). Without ONLY it writes docs/measurements.md#false-hints.
 false-hints: $(STAMP)
 	$(PY) -m prenorm_course.exercises.false_hints $(if $(DRAWS),--draws $(DRAWS)) $(if $(SEED),--seed $(SEED)) \
-	  $(if $(ONLY),--only $(ONLY))
+	  $(if $(ONLY),--only $(ONLY)) $(if $(SECONDS),--seconds $(SECONDS)) $(if $(JOBS),--jobs $(JOBS))
 
 ## A class graded beside one hostile learner (deep folders, thousands of files, sparse files, a million cells,
 ## cells at the time limit, CPU hogs): every other row right, and the time with and without them (N=30 learners).
