@@ -446,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         command = "make false-hints" + "".join(f" {k}={v}" for k, v in (
             ("DRAWS", args.draws if args.draws != 20_000 else None), ("SEED", args.seed or None),
-            ("SECONDS", args.seconds), ("JOBS", args.jobs if args.jobs != 1 else None)) if v is not None)
+            ("SECONDS", f"{args.seconds:g}" if args.seconds is not None else None),
+            ("JOBS", args.jobs if args.jobs != 1 else None)) if v is not None)
         body = markdown(outcomes, args.draws, args.seed, args.seconds)
         print(f"wrote {measurements.write('false-hints', body, command=command, load=load, path=args.into)}")
     return 1 if total else 0

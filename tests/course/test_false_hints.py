@@ -52,7 +52,7 @@ def test_the_benchmark_writes_its_table_into_measurements(tmp_path, monkeypatch)
     monkeypatch.setattr(false_hints, "CHECKERS", [c for c in CHECKERS if c.exercise in ("1.3", "4.2", "6.1", "6.8")])
     assert false_hints.main(["--draws", "2", "--seconds", "600", "--into", str(target)]) == 0
     section = measurements.read_sections(target.read_text())["false-hints"]
-    assert section.startswith("## False hints\n\n*Written by `make false-hints DRAWS=2 SECONDS=600.0` on ")
+    assert section.startswith("## False hints\n\n*Written by `make false-hints DRAWS=2 SECONDS=600` on ")
     rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert [(r[0], r[1], r[2], r[3]) for r in rows] == [("| 1.3", "2", "2", "0"), ("| 4.2", "2", "2", "0"),
                                                        ("| 6.1", "3", "2", "0"), ("| 6.8", "3", "2", "0")]
