@@ -188,3 +188,32 @@ def test_each_06_count_is_the_library_model_s(learner):
     for shape in (Shape(300, 64, 48, 2, 4, 130), Shape(4000, 200, 96, 5, 8, 7)):
         assert count_parameters(*shape) == measured_parameters(shape)
         assert forward_flops(*shape) == measured_flops(shape)
+
+
+def test_the_draw_that_told_the_handout_s_bf16_attention_it_was_wrong_now_passes(monkeypatch, capsys):
+    """4.3 held bfloat16 outputs to (2e-2, 2e-2) elementwise: scores rounded to bfloat16 move the weights by
+    |s|·2⁻⁸, and the handout's own formula missed by 1.6× (this draw: got -0.166, expected -0.1924)."""
+    from prenorm_lib.checks import attention
+
+    _replayed(monkeypatch, 207)
+    attention.attention.core(false_hints.attention_handout)
+    assert "Exercise 4.3 passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mistake", ["no scale", "no mask"])
+@pytest.mark.parametrize("seed", [207, 5, 36])
+def test_a_bf16_attention_wrong_beyond_rounding_still_gets_a_hint(seed, mistake, monkeypatch):
+    """Right in float32 and float64, but in bfloat16 without the 1/√d_k or without the mask: told apart (a
+    mistake whose effect is within bfloat16's rounding, a scale a few % off, is not; float32 holds the formula)."""
+    from prenorm_lib.checks import Hint, attention
+
+    def off_in_bf16(Q, K, V, mask=None):
+        if Q.dtype != torch.bfloat16:
+            return false_hints.attention_handout(Q, K, V, mask)
+        if mistake == "no scale":
+            return false_hints.attention_handout(Q * Q.shape[-1] ** 0.5, K, V, mask)
+        return false_hints.attention_handout(Q, K, V)
+
+    _replayed(monkeypatch, seed)
+    with pytest.raises(Hint, match="on bfloat16 inputs the output does not match"):
+        attention.attention.core(off_in_bf16)
