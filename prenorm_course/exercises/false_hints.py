@@ -403,9 +403,9 @@ def markdown(outcomes: list[Outcome], draws: int, seed: int, seconds: float | No
         "any hint on any of them.",
     ]
     if seconds is not None:
-        notes.append(f"Each checker ran until {draws:,} checks or {seconds:.0f} s, whichever came first.")
+        notes += ["", f"Each checker ran until {draws:,} checks or {seconds:.0f} s, whichever came first."]
     if short:
-        notes.append(f"Short of {draws:,} drawn checks: {', '.join(short)}.")
+        notes += ["", f"Short of {draws:,} drawn checks: {', '.join(short)}."]
     if hinted:
         notes += ["", "False hints (first three per checker):", "", *(f"- {line}" for line in hinted)]
     return "\n".join([*rows, *notes])
