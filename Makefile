@@ -81,16 +81,19 @@ grade: $(STAMP)
 	$(PY) -m prenorm_course.exercises grade $(DIR) $(if $(OUT),--out $(OUT)) $(if $(JOBS),--jobs $(JOBS)) \
 	  $(addprefix --learner ,$(LEARNER))
 
-## No false hints: correct answers in several forms checked over DRAWS drawn inputs per checker (default 20000);
-## every checker must read 0 (ONLY="1.1 4.1" for some, SEED= for other draws).
+## No false hints: correct answers in several forms checked over DRAWS drawn checks per checker (default 20000);
+## every checker must read 0 (ONLY="1.1 4.1" for some, SEED= for other draws, SECONDS= to stop each checker's
+## draws after that long, JOBS=2 for two checkers side by side). Without ONLY it writes docs/measurements.md#false-hints.
 false-hints: $(STAMP)
 	$(PY) -m prenorm_course.exercises.false_hints $(if $(DRAWS),--draws $(DRAWS)) $(if $(SEED),--seed $(SEED)) \
-	  $(if $(ONLY),--only $(ONLY))
+	  $(if $(ONLY),--only $(ONLY)) $(if $(SECONDS),--seconds $(SECONDS)) $(if $(JOBS),--jobs $(JOBS))
 
 ## A class graded beside one hostile learner (deep folders, thousands of files, sparse files, a million cells,
 ## cells at the time limit, CPU hogs): every other row right, and the time with and without them (N=30 learners).
+## (its own N: the N ?= 8 below is class-bench's; N=… on the command line still wins)
+hostile-class: N = 30
 hostile-class: $(STAMP)
-	PRENORM_HOSTILE_CLASS=$(or $(N),30) $(BIN)/pytest -q -s -p no:cacheprovider tests/course/test_hostile_class.py
+	PRENORM_HOSTILE_CLASS=$(N) $(BIN)/pytest -q -s -p no:cacheprovider tests/course/test_hostile_class.py
 
 ## The grader's attacks, make check and make grade as a normal user, in a fresh clone with its own .venv
 ## (as root: as the account prenorm-learner, made if missing). Slow: it installs the requirements.
