@@ -128,8 +128,11 @@ def test_one_hostile_learner_leaves_every_other_row_right_and_on_time(course: Pa
     markdown = (tmp_path / "grades-with the hostile learner" / "grades.md").read_text()
     assert "\x1b" not in markdown and "\r" not in markdown
     for said in ("levels down were not searched", "more notebooks not graded", "JSON objects",
-                 "this learner's files pass", "notebook's time limit"):
+                 "this learner's files pass"):
         assert said in markdown, said
+    # the slow notebook is stopped by a bound: the notebook's (cells each just under the cell limit) or, on a loaded
+    # machine where one such cell runs past it with the CPU hogs beside it, the cell's; either leaves the class on time
+    assert "notebook's time limit" in markdown or "did not stop when interrupted" in markdown
     # about the time it takes without them: the hostile notebook costs one job slot its notebook limit at most
     assert times["with the hostile learner"] < 2 * times["alone"], times
 
