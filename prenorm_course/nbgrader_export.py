@@ -36,7 +36,7 @@ from pathlib import Path
 
 import nbformat
 
-from prenorm_course.exercises.build import read_notebook, write_notebook
+from prenorm_course.exercises.build import learners_names, read_notebook, write_notebook
 from prenorm_course.exercises.markers import exercise_header
 from prenorm_course.exercises.paths import exercise_name, exercise_path, repo_root, solution_notebooks
 from prenorm_course.hub.distribution import for_a_class
@@ -67,6 +67,7 @@ def source_notebook(solution: nbformat.NotebookNode, exercise: nbformat.Notebook
     """nbgrader's source version of one course notebook."""
     checks = {cell.id: cell.metadata["prenorm"] for cell in exercise.cells if "prenorm" in cell.metadata}
     nb = for_a_class(copy.deepcopy(solution))
+    learners_names(nb)  # nbgrader releases it to learners: an exercise notebook's title
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         if cell.cell_type != "code":

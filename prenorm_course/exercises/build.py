@@ -121,13 +121,17 @@ def is_marked(nb: nbformat.NotebookNode) -> bool:
     return found is not None and found[0].source.split("\n")[found[1]].rstrip().endswith(SOLUTION_TITLE_MARK)
 
 
-def unmark_title(nb: nbformat.NotebookNode) -> None:
-    """Strip the solutions mark from ``nb``'s title heading, in place (the exercise version's title)."""
+def learners_names(nb: nbformat.NotebookNode) -> None:
+    """In place: the title heading without the solutions mark, and links to solution notebooks led to the
+    exercise notebooks of the same names (what a learner's copy says)."""
     if is_marked(nb):
         cell, index = title_line(nb)
         lines = cell.source.split("\n")
         lines[index] = lines[index].rstrip()[:-len(SOLUTION_TITLE_MARK)]
         cell.source = "\n".join(lines)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = SOLUTION_LINK.sub(lambda m: f"]({exercise_name(m.group(1))}", cell.source)
 
 
 def exercise_notebook(
@@ -139,7 +143,7 @@ def exercise_notebook(
     by_cell = {e.cell_id: e for e in exercises}
     by_checker = {e.checker_cell_id: e for e in exercises}
     nb = copy.deepcopy(solution)
-    unmark_title(nb)
+    learners_names(nb)
     scaffolds = {}
     for cell in nb.cells:
         exercise = by_cell.get(cell.id)
@@ -151,8 +155,6 @@ def exercise_notebook(
             line = not_done_line(exercise, calls[exercise.id], scaffolds[exercise.id])
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=line)]
             cell.metadata[METADATA_KEY] = calls[exercise.id].metadata(exercise.id)
-        if cell.cell_type == "markdown":
-            cell.source = SOLUTION_LINK.sub(lambda m: f"]({exercise_name(m.group(1))}", cell.source)
         markers_to_tags(cell)
         tags = cell.metadata.get("tags", [])
         if USES_EXERCISES_TAG in tags:
