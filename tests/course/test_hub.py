@@ -45,7 +45,7 @@ import pytest
 import requests
 
 from prenorm_course.exercises.build import read_notebook
-from prenorm_course.exercises.paths import repo_root, solution_notebooks, solution_path
+from prenorm_course.exercises.paths import exercise_notebooks, repo_root, solution_notebooks, solution_path
 from prenorm_course.exercises.verify import filled_in
 from prenorm_course.hub import accounts, distribution, service
 from prenorm_course.hub.collect import collect, parse_due, return_feedback
@@ -368,7 +368,7 @@ def test_the_learners_repository_holds_no_solution_and_the_check_sees_one(tmp_pa
     given = distribution.files(root)
     assert distribution.find_solutions(given, root) == []
     assert {n for n in given if n.startswith("notebooks/")} == \
-        {f"notebooks/exercises/{p.name}" for p in (root / "notebooks" / "exercises").glob("[0-9][0-9]_*.ipynb")}
+        {f"notebooks/exercises/{p.name}" for p in exercise_notebooks(root)}
     assert not [n for n in given if n.startswith(("prenorm_course/", "tests/", "prenorm_lib/"))]
     # The check fires: on the course notebooks, on one exercise answer left in, on an answer cell's output.
     solutions = {f"notebooks/{p.name}": p.read_bytes() for p in solution_notebooks(root)}

@@ -144,7 +144,7 @@ PYTHON_MODULE = re.compile(r"(?<![\w(])([\w./]*python[\d.]*) -m ([\w.]+)(?: ([a-
 
 
 def course_notebooks() -> int:
-    return len(list((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    return len(solution_notebooks(REPO_ROOT))
 
 
 def notebook_count_mismatches(text: str, actual: int) -> list[str]:
