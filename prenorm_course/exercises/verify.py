@@ -136,7 +136,7 @@ def verify(
     for message in stale:
         emit(f"FAIL  {message} — run `python -m prenorm_course.exercises build`")
         failed += 1
-    runnable = [p for p in notebooks if p.name not in stale_names]
+    runnable = [p for p in notebooks if exercise_name(p) not in stale_names]
     course, confined = CourseFiles.take(root), confinement(trusted)
     if runnable:
         emit(f"learner code runs {confined.how}")
