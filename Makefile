@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
-SOLUTION_NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+SOLUTION_NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*_solutions.ipynb))
 EXERCISE_NOTEBOOKS := $(sort $(wildcard notebooks/exercises/[0-9][0-9]_*.ipynb))
 
 .PHONY: setup lab test lint unit nbval exercises-verify browser figures notebooks \
@@ -36,7 +36,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet $${index:+--extra-index-url "$$index"} -r requirements.txt
 	touch $(STAMP)
 
-## Open the course in JupyterLab, at the exercise notebooks (the solutions are one folder up, in notebooks/).
+## Open the course in JupyterLab, at the exercise notebooks (the solutions are one folder up: notebooks/NN_*_solutions.ipynb).
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/ --LabApp.default_url=/lab/tree/exercises $(if $(filter 0,$(shell id -u)),--allow-root)
 
@@ -137,7 +137,7 @@ agents: $(STAMP)
 
 ## How long each notebook takes, top to bottom in a fresh kernel: make notebook-times (NB=03 for one).
 notebook-times: $(STAMP)
-	$(PY) -m prenorm_course.notebook_times $(if $(NB),$(wildcard notebooks/$(NB)_*.ipynb))
+	$(PY) -m prenorm_course.notebook_times $(if $(NB),$(wildcard notebooks/$(NB)_*_solutions.ipynb))
 
 site: $(STAMP)
 	$(PY) -m prenorm_course.site build
