@@ -37,7 +37,7 @@ def test_the_tuning_grid_tunes_alpha0_only_where_there_is_one():
     assert dyt_tuning.settings(config, "rmsnorm") == [{"lr": lr} for lr in config["grids"]["rmsnorm"]["lrs"]]
     grid = config["grids"]["dyt"]
     assert len(dyt_tuning.settings(config, "dyt")) == len(grid["lrs"]) * len(grid["alpha0s"])
-    assert {"lr": 1e-2, "alpha0": 1.0} in dyt_tuning.settings(config, "derf")
+    assert {"lr": 1e-2, "alpha0": 0.25} in dyt_tuning.settings(config, "derf")
 
 
 def test_every_chosen_setting_lies_inside_its_grid_or_is_declared_not_to():
