@@ -35,7 +35,7 @@ from prenorm_lib.lab.placement_measurements import (
     residual_norms_over_seeds,
     theorem1_arrays,
 )
-from prenorm_lib.lab.plotting import COLORS, DASHES, mean_band
+from prenorm_lib.lab.plotting import COLORS, DASHES, OKABE_ITO, mean_band
 from prenorm_lib.lab.sliders import LiveFigure
 from prenorm_lib.lab.train import History
 
@@ -68,6 +68,10 @@ VARIANT_STYLES = {
     "post-norm": (COLORS["post"], "-"),
     "Mix-LN": (COLORS["swiglu"], "-."),
     "LayerNorm Scaling": (COLORS["gelu"], (0, (5, 1, 1, 1, 1, 1))),
+    "pre-norm + QK-clip (Kimi K2, τ = 100)": (OKABE_ITO["sky_blue"], "--"),
+    "pre-norm + soft-capping (Gemma 2, 50 / 30)": (OKABE_ITO["reddish_purple"], (0, (3, 1, 1, 1))),
+    "pre-norm + z-loss (PaLM, 1e-4)": (OKABE_ITO["grey"], (0, (1, 1))),
+    "DyT in place of RMSNorm (Zhu et al. 2025)": (OKABE_ITO["black"], (0, (6, 2, 1, 2))),
 }
 # the second cue of the frontier sweep: one marker per block type, so that lines of similar
 # colour (DeepNorm and post-norm, pre-norm and OLMo 2 under deuteranopia) stay apart
@@ -82,6 +86,10 @@ VARIANT_MARKERS = {
     "DeepNorm": "X",
     "ReZero": "P",
     "post-norm": "*",
+    "pre-norm + QK-clip (Kimi K2, τ = 100)": "h",
+    "pre-norm + soft-capping (Gemma 2, 50 / 30)": "d",
+    "pre-norm + z-loss (PaLM, 1e-4)": "p",
+    "DyT in place of RMSNorm (Zhu et al. 2025)": "<",
 }
 
 
