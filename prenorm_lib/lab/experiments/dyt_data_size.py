@@ -14,8 +14,8 @@ trained with each normaliser for 500 updates on three training sets of different
 - all 4.47 M bytes: read 0.06 times, about 32 bytes per parameter — no repetition.
 
 Each normaliser's learning rate, and DyT's and Derf's α₀ (the papers tune α₀ for language
-models: DyT §7.2, Derf §6), are chosen per training-set size on two held-out seeds by the
-record ``dyt_tuning`` (this module's grid); this record then trains the chosen settings on six
+models: DyT §7.2, Derf §6), are chosen per training-set size on one held-out seed by the
+record ``dyt_tuning`` (this module's grid); this record then trains the chosen settings on five
 other seeds, paired (same initial draws where the shapes agree, same batches, same
 validation windows). Also recorded, on seed 0: the input and output of every RMSNorm of the
 trained model (the S-curve of DyT's Fig. 2, drawn from this model) and, for DyT, each
@@ -37,7 +37,7 @@ from prenorm_lib.lab.probes import evaluating
 from prenorm_lib.norm import DynamicTanh, RMSNorm
 
 DESCRIPTION = ("DyT and Derf in place of every RMSNorm, at 16 Ki, 256 Ki and 4.47 M training bytes, "
-               "settings tuned on held-out seeds (dyt_tuning), 6 paired seeds")
+               "settings tuned on a held-out seed (dyt_tuning), 5 paired seeds")
 
 # The model and the training run, the same for every cell (the grid and the chosen settings vary).
 MODEL: dict[str, Any] = {"d_model": 64, "num_layers": 2, "num_heads": 4, "context_length": 32}
@@ -55,9 +55,9 @@ CONFIG: dict[str, Any] = {
     # Chosen by dyt_tuning (lowest mean final held-out loss on its held-out seed 100); a test
     # checks that this table is that record's choice.
     "selected": {
-        "16Ki": {"rmsnorm": {"lr": 1e-2}, "dyt": {"lr": 1e-2, "alpha0": 1.0}, "derf": {"lr": 1e-2, "alpha0": 1.0}},
-        "256Ki": {"rmsnorm": {"lr": 1e-2}, "dyt": {"lr": 1e-2, "alpha0": 1.0}, "derf": {"lr": 1e-2, "alpha0": 1.0}},
-        "all": {"rmsnorm": {"lr": 1e-2}, "dyt": {"lr": 1e-2, "alpha0": 1.0}, "derf": {"lr": 1e-2, "alpha0": 1.0}},
+        "16Ki": {"rmsnorm": {"lr": 0.003}, "dyt": {"lr": 0.003, "alpha0": 2.0}, "derf": {"lr": 0.01, "alpha0": 0.5}},
+        "256Ki": {"rmsnorm": {"lr": 0.01}, "dyt": {"lr": 0.003, "alpha0": 2.0}, "derf": {"lr": 0.01, "alpha0": 0.5}},
+        "all": {"rmsnorm": {"lr": 0.01}, "dyt": {"lr": 0.003, "alpha0": 2.0}, "derf": {"lr": 0.01, "alpha0": 0.5}},
     },
     "seeds": [0, 1, 2, 3, 4],  # cut from 6 for this machine's budget (2 cores): 5 paired seeds
 }
