@@ -95,5 +95,44 @@ def test_the_regimes_span_little_to_plenty_of_data(corpus):
     per_parameter = [dyt_data_size.bytes_per_parameter(record, size, corpus.train_ids.numel())
                      for size in dyt_data_size.sizes(record)]
     assert per_parameter[0] < 0.2 and per_parameter[-1] > 30
-    assert dyt_data_size.epochs(record, "16Ki", corpus.train_ids.numel()) > 30
+    assert dyt_data_size.epochs(record, "16Ki", corpus.train_ids.numel()) > 10  # 500 × 16 × 32 / 16 Ki: read ~16 times
     assert dyt_data_size.epochs(record, "all", corpus.train_ids.numel()) < 1
+
+
+def test_the_gap_change_pairs_each_seeds_two_gaps():
+    record = experiments.load("dyt_data_size")
+    for kind in ("dyt", "derf"):
+        change = dyt_data_size.gap_change(record, kind, "16Ki")
+        small, large = dyt_data_size.final_losses(record, "16Ki"), dyt_data_size.final_losses(record, "all")
+        expected = [(k16 - r16) - (kall - rall) for k16, r16, kall, rall in
+                    zip(small[kind], small["rmsnorm"], large[kind], large["rmsnorm"], strict=True)]
+        assert change.differences == pytest.approx(expected)
+
+
+def test_best_by_alpha0_is_the_best_learning_rate_at_each_alpha0():
+    tuning = experiments.load("dyt_tuning")
+    for size in dyt_tuning.CONFIG["sizes"]:
+        for kind in ("dyt", "derf"):
+            best = dyt_tuning.best_by_alpha0(tuning, size, kind)
+            assert list(best) == dyt_tuning.CONFIG["grids"][kind]["alpha0s"]
+            for alpha0, loss in best.items():
+                assert loss == min(dyt_tuning.mean_final(tuning, size, kind, {"lr": lr, "alpha0": alpha0})
+                                   for lr in dyt_tuning.CONFIG["grids"][kind]["lrs"])
+            chosen = dyt_tuning.chosen(tuning)[size][kind]
+            assert min(best.values()) == dyt_tuning.mean_final(tuning, size, kind, chosen)
+
+
+def test_the_notebooks_verdict_numbers_are_the_records():
+    """01 §11's prose quotes the record's paired gaps; a remade record must be read again."""
+    import json
+    from pathlib import Path
+
+    from prenorm_lib.lab import tables
+
+    notebook = next((Path(__file__).resolve().parents[2] / "notebooks").glob("01_*.ipynb"))
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    prose = " ".join(" ".join("".join(c["source"]).split()) for c in cells if c["cell_type"] == "markdown")
+    record = experiments.load("dyt_data_size")
+    for kind in ("dyt", "derf"):
+        assert tables.interval(dyt_data_size.against(record, "16Ki", kind)) in prose
+    assert f"by {-dyt_data_size.gap_change(record, 'dyt', '16Ki').mean:.2f}" in prose

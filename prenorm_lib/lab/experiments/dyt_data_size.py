@@ -14,7 +14,7 @@ trained with each normaliser for 500 updates on three training sets of different
 - all 4.47 M bytes: read 0.06 times, about 32 bytes per parameter — no repetition.
 
 Each normaliser's learning rate, and DyT's and Derf's α₀ (the papers tune α₀ for language
-models: DyT §7.2, Derf §6), are chosen per training-set size on one held-out seed by the
+models: DyT §7, Derf §6), are chosen per training-set size on one held-out seed by the
 record ``dyt_tuning`` (this module's grid); this record then trains the chosen settings on five
 other seeds, paired (same initial draws where the shapes agree, same batches, same
 validation windows). Also recorded, on seed 0: the input and output of every RMSNorm of the
@@ -243,3 +243,15 @@ def s_curve_figure(record: Record, size: str = "all"):
 
     cell = record.runs[str(record.config["seeds"][0])][f"{size}|{BASELINE}"]
     return figs.draw_s_curves(cell["s_curves"], f"The course's own RMSNorms, trained on {LABELS[size]} of text")
+
+
+def gap_change(record: Record, kind: str, size: str, reference: str = "all") -> stats.PairedComparison:
+    """``kind``'s gap to RMSNorm at ``size`` minus its gap at ``reference``, seed by seed.
+
+    The regime question in one number: "lower" means ``kind`` loses less to RMSNorm (or gains
+    more) on the ``size`` text than on the ``reference`` one. The same seed starts every size
+    from the same initial weights, so the two gaps are paired.
+    """
+    gaps = {name: against(record, name, kind).differences for name in (size, reference)}
+    return stats.paired(gaps[size], gaps[reference], a_name=f"{NAMES[kind]}'s gap at {size}",
+                        b_name=f"at {reference}", what="final held-out loss minus RMSNorm's")
