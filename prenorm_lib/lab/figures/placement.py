@@ -368,9 +368,13 @@ def plot_gradient_by_layer(at_init: Mapping[str, np.ndarray], trained: Mapping[s
             if not len(finite):
                 continue
             blocks = np.arange(1, finite.shape[1] + 1)
-            ax.plot(blocks, np.exp(np.log(finite).mean(axis=0)), linestyle=style, color=color,
+            with np.errstate(divide="ignore"):  # a gradient stored as 0 has no logarithm
+                center = np.exp(np.log(finite).mean(axis=0))
+            shown = center > 0  # a block whose gradient rounds to 0 in a seed has no point on a log scale
+            ax.plot(blocks[shown], center[shown], linestyle=style, color=color,
                     marker=VARIANT_MARKERS.get(placement, "o"), markersize=5, label=placement)
-            ax.fill_between(blocks, finite.min(axis=0), finite.max(axis=0), color=color, alpha=0.15, linewidth=0)
+            ax.fill_between(blocks[shown], finite.min(axis=0)[shown], finite.max(axis=0)[shown], color=color,
+                            alpha=0.15, linewidth=0)
         ax.set(yscale="log", xlabel="block (input side = 1)", title=title)
         ax.set_xticks(np.arange(1, next(iter(arrays.values())).shape[1] + 1))
     axes[0].set_ylabel("gradient norm of the block's parameters")
@@ -385,7 +389,8 @@ def plot_depth_transfer(losses: Mapping[str, np.ndarray], depths: Sequence[int],
     ``losses[name]`` is (n_seeds, n_depths, n_lrs); the line is the mean over the seeds that
     finished, the band their range; the marker on each line is its lowest point.
     """
-    fig, axes = plt.subplots(1, len(losses), figsize=(4.4 * len(losses), 4.0), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(losses), figsize=(min(11.0, 4.4 * len(losses)), 4.0), sharey=True,
+                             squeeze=False)  # no wider than the notebook's column, where text keeps its size
     lrs_arr = np.asarray(lrs, dtype=float)
     shades = [COLORS["input"], COLORS["pre"], COLORS["reference"], COLORS["post"]]
     for ax, (name, runs) in zip(axes[0], losses.items(), strict=True):
