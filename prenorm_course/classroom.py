@@ -50,7 +50,7 @@ from pathlib import Path
 
 import nbformat
 
-from prenorm_course.exercises.paths import ROOT_ENV, repo_root, solution_dir
+from prenorm_course.exercises.paths import ROOT_ENV, SOLUTION_GLOB, repo_root, solution_dir
 from prenorm_course.stored_widgets import WIDGET_VIEW, descendants, widget_models
 
 # The folder holding the prenorm_course package: the dashboard's kernels import the extension from it.
@@ -346,12 +346,13 @@ def load_ipython_extension(shell) -> None:
 
 
 def find_notebook(number: str, folder: Path | None = None) -> Path:
-    """The course notebook whose file name starts with ``number`` (e.g. "03"), in ``folder``
+    """The solution notebook whose file name starts with ``number`` (e.g. "03"), in ``folder``
     (default: notebooks/ of the course root: ``--root``, ``$PRENORM_ROOT`` or the current folder)."""
     folder = solution_dir(repo_root()) if folder is None else Path(folder)
-    matches = sorted(folder.glob(f"{number}_*.ipynb"))
+    course = sorted(folder.glob(SOLUTION_GLOB))
+    matches = [path for path in course if path.name.startswith(f"{number}_")]
     if not matches:
-        available = ", ".join(p.name[:2] for p in sorted(folder.glob("[0-9][0-9]_*.ipynb")))
+        available = ", ".join(p.name[:2] for p in course)
         raise ValueError(f"NB={number!r} matches no notebook in {folder.name}/; expected one of {available}")
     return matches[0]
 

@@ -59,6 +59,8 @@ ORDER = {
     "site": "Site",
     "class": "Class",
     "gradescope": "Gradescope",
+    "false-hints": "False hints",
+    "hostile-class": "Hostile class",
 }
 HEADER = """\
 # Measurements

@@ -36,9 +36,9 @@ from pathlib import Path
 
 import nbformat
 
-from prenorm_course.exercises.build import read_notebook, write_notebook
+from prenorm_course.exercises.build import learners_names, read_notebook, write_notebook
 from prenorm_course.exercises.markers import exercise_header
-from prenorm_course.exercises.paths import exercise_dir, repo_root, solution_notebooks
+from prenorm_course.exercises.paths import exercise_name, exercise_path, repo_root, solution_notebooks
 from prenorm_course.hub.distribution import for_a_class
 
 SCHEMA = 3  # nbgrader's cell metadata schema
@@ -67,6 +67,7 @@ def source_notebook(solution: nbformat.NotebookNode, exercise: nbformat.Notebook
     """nbgrader's source version of one course notebook."""
     checks = {cell.id: cell.metadata["prenorm"] for cell in exercise.cells if "prenorm" in cell.metadata}
     nb = for_a_class(copy.deepcopy(solution))
+    learners_names(nb)  # nbgrader releases it to learners: an exercise notebook's title
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         if cell.cell_type != "code":
@@ -91,8 +92,9 @@ def export(root: Path, out: Path) -> list[Path]:
     """Write every course notebook's nbgrader source version under ``out/source/``; return them."""
     written = []
     for path in solution_notebooks(root):
-        exercise = read_notebook(exercise_dir(root) / path.name)
-        target = out / "source" / path.stem / path.name
+        name = exercise_name(path)  # the assignment and its notebook are named as the learner's file
+        exercise = read_notebook(exercise_path(root, name))
+        target = out / "source" / Path(name).stem / name
         write_notebook(source_notebook(read_notebook(path), exercise), target)
         written.append(target)
     (out / "nbgrader_config.py").write_text(CONFIG)

@@ -26,9 +26,10 @@ import nbformat
 from nbclient import NotebookClient
 
 from prenorm_course import measurements
+from prenorm_course.exercises.paths import SOLUTION_GLOB, solution_notebooks
 
 BUDGET_SECONDS = 30.0
-NOTEBOOK_PATTERN = "[0-9][0-9]_*.ipynb"
+NOTEBOOK_PATTERN = SOLUTION_GLOB
 
 
 @dataclass
@@ -64,12 +65,12 @@ def time_notebook(path: Path, timeout: float = 600.0) -> NotebookTime:
 
 def report(times: list[NotebookTime], budget: float) -> str:
     """A plain-text table, one row per notebook, marking the ones over ``budget``."""
-    lines = [f"{'notebook':32} {'kernel start':>12} {'Run All':>8} {'load':>5}  verdict      slowest cells (s)",
+    lines = [f"{'notebook':40} {'kernel start':>12} {'Run All':>8} {'load':>5}  verdict      slowest cells (s)",
              "-" * 100]
     for t in times:
         verdict = "within" if t.run_all <= budget else "OVER"
         slowest = ", ".join(f"[{index}] {seconds:.1f}" for seconds, index in t.slowest)
-        lines.append(f"{t.name:32} {t.kernel_start:11.1f}s {t.run_all:7.1f}s {t.load:5.1f}  {verdict:11}  {slowest}")
+        lines.append(f"{t.name:40} {t.kernel_start:11.1f}s {t.run_all:7.1f}s {t.load:5.1f}  {verdict:11}  {slowest}")
     lines.append(f"budget: Run All ≤ {budget:g} s per notebook (the kernel already started)")
     return "\n".join(lines)
 
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=BUDGET_SECONDS, help="seconds allowed for Run All")
     parser.add_argument("--strict", action="store_true", help="exit with status 1 when a notebook is over budget")
     args = parser.parse_args(argv)
-    paths = args.notebooks or sorted(Path("notebooks").glob(NOTEBOOK_PATTERN))
+    paths = args.notebooks or solution_notebooks(Path.cwd())
     missing = [str(path) for path in paths if not path.is_file()]
     if not paths or missing:
         parser.error(f"notebooks must be existing .ipynb files, got {missing or 'none'} "

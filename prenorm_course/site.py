@@ -36,6 +36,7 @@ from markupsafe import Markup
 from nbconvert import HTMLExporter
 from nbconvert.filters.markdown import markdown2html_mistune
 
+from prenorm_course.exercises.paths import SOLUTION_GLOB, SOLUTION_TITLE_MARK, exercise_name
 from prenorm_course.stored_widgets import WIDGET_VIEW, descendants, widget_models
 
 ASSETS = Path(__file__).with_name("site_assets")
@@ -45,10 +46,10 @@ ASSETS = Path(__file__).with_name("site_assets")
 MATHJAX_PARTS = ("MathJax.js", "LICENSE", "config", "extensions", "jax/element", "jax/input/TeX",
                  "jax/output/HTML-CSS", "fonts/HTML-CSS/STIX-Web", "localization/en")
 MATHJAX_LEFT_OUT = ("a11y",)
-NOTEBOOK_PATTERN = "[0-9][0-9]_*.ipynb"
-# A Markdown link to another course notebook, "](02_name.ipynb" or "](02_name.ipynb#part":
-# on the site it must lead to that notebook's page, which sits beside this one.
-NOTEBOOK_LINK = re.compile(r"\]\((\d\d_[\w-]+)\.ipynb(?=[#)])")
+NOTEBOOK_PATTERN = SOLUTION_GLOB
+# A Markdown link to another course notebook, "](02_name.ipynb", "](02_name_solutions.ipynb" or "](02_name.ipynb#part":
+# on the site it must lead to that notebook's page, which sits beside this one and is named as the exercise.
+NOTEBOOK_LINK = re.compile(r"\]\((\d\d_[\w-]+\.ipynb)(?=[#)])")
 MARKER = ".prenorm-site"  # marks a folder this module built, so a rebuild may empty it
 
 COURSE_TITLE = "prenorm: the pre-norm Transformer block, piece by piece"
@@ -83,6 +84,12 @@ def inline_markdown(text: str) -> Markup:
     """A one-paragraph Markdown text (emphasis, code) as safe HTML for the index page."""
     rendered = markdown2html_mistune(text).strip()
     return Markup(rendered.removeprefix("<p>").removesuffix("</p>"))
+
+
+def page_stem(notebook: str | Path) -> str:
+    """A notebook's page name on the site: its exercise name's stem (``01_rmsnorm`` for the lesson page of
+    ``01_rmsnorm_solutions.ipynb``, and in ``exercises/`` for ``01_rmsnorm.ipynb``)."""
+    return Path(exercise_name(notebook)).stem
 
 
 def first_heading_and_paragraph(notebook: nbformat.NotebookNode) -> tuple[str, str]:
@@ -218,7 +225,7 @@ def make_static(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
         cell.source = without_solution_markers(cell.source)
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
-            cell.source = NOTEBOOK_LINK.sub(r"](\1.html", cell.source)
+            cell.source = NOTEBOOK_LINK.sub(lambda m: f"]({page_stem(m.group(1))}.html", cell.source)
     notebook.metadata.pop("widgets", None)
     return describe_figures(notebook)
 
@@ -260,12 +267,13 @@ class SiteBuilder:
         lessons = []
         for source in sources:
             title, description = first_heading_and_paragraph(nbformat.read(source, as_version=4))
-            exercise = self.notebooks / "exercises" / source.name
-            lessons.append(Lesson(
-                source=source, title=title or source.stem, description=description,
-                href=f"{source.stem}.html", download=f"notebooks/{source.name}",
+            exercise = self.notebooks / "exercises" / exercise_name(source)
+            stem = page_stem(source)
+            lessons.append(Lesson(  # the lesson's title is the notebook's, without the solutions mark
+                source=source, title=title.removesuffix(SOLUTION_TITLE_MARK) or stem, description=description,
+                href=f"{stem}.html", download=f"notebooks/{source.name}",
                 exercise_source=exercise if exercise.exists() else None,
-                exercise_href=f"exercises/{source.stem}.html" if exercise.exists() else None,
+                exercise_href=f"exercises/{stem}.html" if exercise.exists() else None,
             ))
         return lessons
 
@@ -308,7 +316,7 @@ class SiteBuilder:
             previous = lessons[index - 1] if index > 0 else None
             following = lessons[index + 1] if index + 1 < len(lessons) else None
             site = {
-                "root": "", "title": lesson.title, "exercise": False, "download": lesson.download,
+                "root": "", "title": lesson.title + SOLUTION_TITLE_MARK, "exercise": False, "download": lesson.download,
                 "previous": previous and {"href": previous.href, "title": previous.title},
                 "next": following and {"href": following.href, "title": following.title},
             }
@@ -317,12 +325,12 @@ class SiteBuilder:
             if lesson.exercise_source:
                 exercise_site = {
                     "root": "../", "title": f"{lesson.title} (exercise)", "exercise": True,
-                    "download": f"../notebooks/exercises/{lesson.source.name}",
+                    "download": f"../notebooks/exercises/{lesson.exercise_source.name}",
                     "previous": {"href": f"../{lesson.href}", "title": "Solution"}, "next": None,
                 }
                 self.render_notebook(lesson.exercise_source, self.out / lesson.exercise_href,
                                      exercise_site, executed=False)
-                shutil.copy2(lesson.exercise_source, self.out / "notebooks" / "exercises" / lesson.source.name)
+                shutil.copy2(lesson.exercise_source, self.out / "notebooks" / "exercises" / lesson.exercise_source.name)
         other_figures = self.copy_figures(lessons)
         environment = jinja2.Environment(
             loader=jinja2.FileSystemLoader(ASSETS), autoescape=True, undefined=jinja2.StrictUndefined,
@@ -379,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     build_command = commands.add_parser("build", help="render the executed notebooks into a static site")
     build_command.add_argument("--out", type=Path, default=Path("_site"), help="output folder (default: _site)")
     build_command.add_argument("--notebooks", type=Path, default=Path("notebooks"),
-                               help="folder of NN_*.ipynb notebooks (default: notebooks)")
+                               help=f"folder of {SOLUTION_GLOB} notebooks (default: notebooks)")
     build_command.add_argument("--figures", type=Path, default=Path("figures"),
                                help="folder of *.png figures (default: figures)")
     args = parser.parse_args(argv)

@@ -38,8 +38,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prenorm_course.exercises.paths import SOLUTION_GLOB
+
 SOURCES_FILE = Path("docs") / "sources.toml"
-NOTEBOOK_GLOB = "notebooks/[0-9][0-9]_*.ipynb"
+NOTEBOOK_GLOB = f"notebooks/{SOLUTION_GLOB}"  # places are "NN §N": keyed by the number
 DOC_FILES = ("README.md", "CONTRIBUTING.md")
 QUOTING_DOCS = {"README.md"}  # besides the notebooks, the prose whose quotation marks are read
 DOC_GLOB = "docs/*.md"

@@ -1,8 +1,12 @@
 """Generate the exercise notebooks from the solution notebooks.
 
-Three things change; cells, ids and every other stored output stay as the solution
+These things change; cells, ids and every other stored output stay as the solution
 run left them (the figures and printed checks a learner reads before running):
 
+* the title heading loses its mark `` — solutions`` (a solution notebook's title must end with it, so
+  that the two versions differ in JupyterLab by title as by file name; see :mod:`paths`);
+* a Markdown link to another solution notebook (``](02_swiglu_silu_relu_solutions.ipynb)``) leads to
+  that notebook's exercise version (``](02_swiglu_silu_relu.ipynb)``), which sits beside it;
 * each solution region becomes a placeholder (see :mod:`markers`);
 * the exercise cells and their check cells store what running the *unfilled* notebook
   prints there: nothing under a stub, and under each check the one line "Exercise 1.1 is
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import filecmp
+import re
 import tempfile
 from pathlib import Path
 
@@ -49,10 +54,18 @@ from prenorm_course.exercises.markers import (
     scaffold_source,
     validate_solution,
 )
-from prenorm_course.exercises.paths import exercise_dir, solution_notebooks
+from prenorm_course.exercises.paths import (
+    SOLUTION_TITLE_MARK,
+    exercise_dir,
+    exercise_name,
+    solution_name,
+    solution_notebooks,
+)
 from prenorm_lib.checks.core import NotDone, todo
 
 IGNORE_OUTPUT_TAG = "nbval-ignore-output"
+# a Markdown link to a solution notebook beside this one, "](02_name_solutions.ipynb" or "…ipynb#part"
+SOLUTION_LINK = re.compile(r"\]\((\d\d_[\w-]+\.ipynb)(?=[#)])")
 
 
 def read_notebook(path: Path) -> nbformat.NotebookNode:
@@ -94,6 +107,33 @@ def not_done_line(exercise: Exercise, call: CheckCall, scaffold: str) -> str:
     return f"{NotDone(exercise.id, todo(stand_in(name) for name in call.learner_names))}\n"
 
 
+def title_line(nb: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, int] | None:
+    """The first Markdown cell and the index of its title heading (its first ``# `` line); None if it has none."""
+    first = next((cell for cell in nb.cells if cell.cell_type == "markdown"), None)
+    lines = first.source.split("\n") if first is not None else []
+    index = next((i for i, line in enumerate(lines) if line.startswith("# ")), None)
+    return None if index is None else (first, index)
+
+
+def is_marked(nb: nbformat.NotebookNode) -> bool:
+    """True if ``nb``'s title heading ends with the solutions mark."""
+    found = title_line(nb)
+    return found is not None and found[0].source.split("\n")[found[1]].rstrip().endswith(SOLUTION_TITLE_MARK)
+
+
+def learners_names(nb: nbformat.NotebookNode) -> None:
+    """In place: the title heading without the solutions mark, and links to solution notebooks led to the
+    exercise notebooks of the same names (what a learner's copy says)."""
+    if is_marked(nb):
+        cell, index = title_line(nb)
+        lines = cell.source.split("\n")
+        lines[index] = lines[index].rstrip()[:-len(SOLUTION_TITLE_MARK)]
+        cell.source = "\n".join(lines)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = SOLUTION_LINK.sub(lambda m: f"]({exercise_name(m.group(1))}", cell.source)
+
+
 def exercise_notebook(
     solution: nbformat.NotebookNode, name: str
 ) -> tuple[nbformat.NotebookNode, list[Exercise]]:
@@ -103,6 +143,7 @@ def exercise_notebook(
     by_cell = {e.cell_id: e for e in exercises}
     by_checker = {e.checker_cell_id: e for e in exercises}
     nb = copy.deepcopy(solution)
+    learners_names(nb)
     scaffolds = {}
     for cell in nb.cells:
         exercise = by_cell.get(cell.id)
@@ -154,14 +195,19 @@ def build_all(root: Path, out_dir: Path | None = None, force: bool = False) -> l
     owners: dict[str, str] = {}
     written = []
     for path in solution_notebooks(root):
-        nb, exercises = exercise_notebook(read_notebook(path), path.name)
+        solution = read_notebook(path)
+        if not is_marked(solution):
+            raise NotebookError(f"{path.name}: its title heading (the first '# ' line) must end with "
+                                f"'{SOLUTION_TITLE_MARK.strip()}', which tells a learner the answers are open; "
+                                "the exercise version is built without it")
+        nb, exercises = exercise_notebook(solution, path.name)
         for exercise in exercises:
             if exercise.id in owners:
                 raise NotebookError(
                     f"Exercise {exercise.id} appears in both {owners[exercise.id]} and {path.name}"
                 )
             owners[exercise.id] = path.name
-        target = out_dir / path.name
+        target = out_dir / exercise_name(path)
         if not force and target.is_file() and has_learner_work(target):
             raise NotebookError(
                 f"{target.name} in {out_dir.name}/ has filled-in exercises (your work?); copy it elsewhere "
@@ -186,5 +232,5 @@ def stale_notebooks(root: Path) -> list[str]:
                 problems.append(f"notebooks/exercises/{name} is stale (differs from a fresh build)")
     if current.is_dir():
         for orphan in sorted(set(p.name for p in current.glob("*.ipynb")) - set(fresh)):
-            problems.append(f"notebooks/exercises/{orphan} has no solution notebook notebooks/{orphan}")
+            problems.append(f"notebooks/exercises/{orphan} has no solution notebook notebooks/{solution_name(orphan)}")
     return problems

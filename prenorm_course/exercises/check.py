@@ -55,7 +55,13 @@ from prenorm_course.exercises.markers import (
     strip_nbval_markers,
     validate_solution,
 )
-from prenorm_course.exercises.paths import exercise_dir, repo_root, sanitize_file, solution_dir, solution_notebooks
+from prenorm_course.exercises.paths import (
+    exercise_dir,
+    exercise_name,
+    repo_root,
+    sanitize_file,
+    solution_notebooks,
+)
 from prenorm_course.exercises.sandbox import Confinement, CourseFiles, Sandbox, confinement
 from prenorm_course.exercises.withheld import MARKER as WITHHELD_MARKER
 from prenorm_lib.checks.core import Hint, NotDone, collecting_passes
@@ -205,11 +211,12 @@ def _exercise_ids(nb: nbformat.NotebookNode) -> set[str]:
 
 
 def identify(learner: nbformat.NotebookNode, name: str, root: Path) -> tuple[Path, str]:
-    """The course notebook ``learner`` is, by its content; and a note if its file name says otherwise.
+    """The solution notebook of the course notebook ``learner`` is, by its content; and a note if its file
+    name says otherwise (notes name the exercise notebook, ``01_rmsnorm.ipynb``, the name a learner has).
 
     Shared cell ids count once each, shared exercise headers five times (a notebook
     rebuilt by copying cells keeps its headers but not its ids). A tie goes to the
-    notebook of the same file name.
+    notebook of the same exercise name.
     """
     ids = {cell.get("id") for cell in learner.cells}
     headers = _exercise_ids(learner)
@@ -217,16 +224,16 @@ def identify(learner: nbformat.NotebookNode, name: str, root: Path) -> tuple[Pat
     for path in solution_notebooks(root):
         course = read_notebook(path)
         scores[path] = len(ids & {c.id for c in course.cells}) + 5 * len(headers & _exercise_ids(course))
-    best = max(scores, key=lambda p: (scores[p], p.name == name), default=None)
+    best = max(scores, key=lambda p: (scores[p], exercise_name(p) == name), default=None)
     if best is None or scores[best] == 0:
         raise NotebookError(
             f"{name}: cannot tell which course notebook this is (no cell ids or exercise headers in common "
             "with any notebook in notebooks/)"
         )
     note = ""
-    if best.name != name:
-        note = f"recognised by its cells as the course notebook {best.name}"
-        if (solution_dir(root) / name).is_file():
+    if exercise_name(best) != name:
+        note = f"recognised by its cells as the course notebook {exercise_name(best)}"
+        if name in {exercise_name(p) for p in scores}:
             note += f", although the file is called {name}"
     return best, note
 
@@ -490,8 +497,9 @@ def check_notebook(
     root = repo_root(root)
     solution_path, identified = identify(learner, name, root)
     solution = read_notebook(solution_path)
-    exercises = validate_solution(solution, solution_path.name, check_cells=False)
-    calls = course_checks(root, solution_path.name, solution, exercises)
+    notebook = exercise_name(solution_path)  # the course's name for it: the catalogue's, withheld's, the reports'
+    exercises = validate_solution(solution, notebook, check_cells=False)
+    calls = course_checks(root, notebook, solution, exercises)
     merged, edited, notes = merge(learner, solution, exercises)
     if identified:
         notes.insert(0, identified)
@@ -509,7 +517,7 @@ def check_notebook(
     for call in calls.values():  # every checker is imported here before any learner code runs
         _checker(call)
     # graded: the kernel's library lacks the answers to this notebook's exercises; inline, it is the learner's own
-    kernel = Kernel(Sandbox.create(confined.mode, course if inline_checks else course.for_grading(solution_path.name),
+    kernel = Kernel(Sandbox.create(confined.mode, course if inline_checks else course.for_grading(notebook),
                                    limits))
     try:
         try:

@@ -1,18 +1,23 @@
 """No false hints: how often does a checker tell a correct answer it is wrong? (issue 36, item 6)
 
-For every checker of notebooks 01–05, several correct answers -- the handout's formula, the
-library's, another association of the same arithmetic, a half-precision path where the
-exercise has one -- are checked over many drawn inputs, in this process (the checker's own
-logic, not a kernel per draw: the kernel only carries values). A hint on any of them is a
+For every checker of the course (1.1 … 6.9), several correct answers -- the handout's formula,
+the library's, another association of the same arithmetic, a half-precision path where the
+exercise has one; for notebook 06 three whole learners (``false_hints_06``: the notebook's own
+solution cells, a handout-style learner and one that reassociates everything) -- are checked
+over many drawn checks, in this process (the checker's own logic, not a kernel per draw: the
+kernel only carries values). A drawn check is one whole call of the checker, as a learner's
+check cell makes it, with every size and input drawn afresh. A hint on any correct form is a
 false hint; the benchmark reads 0 for every checker, or it names the form, the hint and the
 draw's seed so the draw can be replayed (``--seed``).
 
-    python -m prenorm_course.exercises.false_hints               # 20,000 draws per checker
+    python -m prenorm_course.exercises.false_hints               # 20,000 drawn checks per checker
     python -m prenorm_course.exercises.false_hints --draws 200 --only 1.1 4.1
+    python -m prenorm_course.exercises.false_hints --seconds 400 --jobs 2   # each checker at most 400 s
 
-``make false-hints`` runs it (``DRAWS=``). A small fixed sample runs in CI
-(``tests/course/test_false_hints.py``). Draws are made reproducible by seeding each check's
-``fresh_generator`` from ``--seed`` and the draw's number.
+``make false-hints`` runs it (``DRAWS=``, ``ONLY=``, ``SEED=``, ``SECONDS=``, ``JOBS=``); a run of
+every checker writes its table to ``docs/measurements.md#false-hints`` (``--into`` another file).
+A small fixed sample runs in CI (``tests/course/test_false_hints.py``). Draws are made
+reproducible by seeding each check's ``fresh_generator`` from ``--seed`` and the draw's number.
 """
 
 from __future__ import annotations
@@ -22,16 +27,20 @@ import contextlib
 import io
 import itertools
 import math
+import multiprocessing
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import nn
 
-from prenorm_lib.checks import Hint, attention, block, core, ffn, rmsnorm, rope
+from prenorm_course import measurements
+from prenorm_course.exercises import false_hints_06
+from prenorm_lib.checks import Hint, attention, block, core, ffn, model, rmsnorm, rope
 from prenorm_lib.layers import Linear
 
 # --- correct answers, each written as a learner might ---------------------------------------------
@@ -283,8 +292,12 @@ CHECKERS = [
     Checker("5.1", block.pre_norm_forward, {f.__name__: (f,) for f in (pre_handout, pre_one_line)}),
     Checker("5.2", block.post_norm_forward, {f.__name__: (f,) for f in (post_handout, post_renamed)}),
     Checker("5.3", block.divergence_prediction, {"record": ({"pre": "trains", "post": "stalls", "none": "diverges"},)}),
+    *(Checker(exercise_id, check, false_hints_06.forms(exercise_id)) for exercise_id, check in (
+        ("6.1", model.linear), ("6.2", model.embedding), ("6.3", model.swiglu), ("6.4", model.rope),
+        ("6.5", model.attention), ("6.6", model.block), ("6.7", model.language_model), ("6.8", model.accounting),
+        ("6.9", model.cached_attention))),
 ]
-CHECKER_MODULES = (core, rmsnorm, ffn, rope, attention, block)
+CHECKER_MODULES = (core, rmsnorm, ffn, rope, attention, block, model)
 
 
 @contextlib.contextmanager
@@ -310,30 +323,92 @@ def seeded_draws(seed: int) -> Iterator[Callable[[], int]]:
 @dataclass
 class Outcome:
     exercise: str
+    forms: int = 0
     draws: int = 0
     seconds: float = 0.0
     false_hints: list[str] = field(default_factory=list)
+    stopped: bool = False  # the time limit ended the draws before --draws
 
     @property
     def rate(self) -> float:
         return len(self.false_hints) / self.draws if self.draws else 0.0
 
 
-def measure(checker: Checker, draws: int, seed: int) -> Outcome:
-    """``draws`` checks of ``checker``, the forms in turn, each on fresh drawn inputs; every hint recorded."""
-    outcome = Outcome(checker.exercise)
+def measure(checker: Checker, draws: int, seed: int, seconds: float | None = None) -> Outcome:
+    """``draws`` checks of ``checker``, the forms in turn, each on fresh drawn inputs; every hint recorded.
+
+    A draw is one whole check, as a learner's check cell runs it (every size, weight and input it
+    draws). ``seconds`` stops the draws early (``Outcome.stopped``). A check that neither hints nor
+    prints its pass line is an error, not a pass.
+    """
+    outcome = Outcome(checker.exercise, len(checker.forms))
     forms = list(checker.forms.items())
     start = time.perf_counter()
-    with seeded_draws(seed) as last_seed, contextlib.redirect_stdout(io.StringIO()):
+    with seeded_draws(seed) as last_seed:
         for i in range(draws):
+            if seconds is not None and i and time.perf_counter() - start > seconds:
+                outcome.stopped = True
+                break
             name, args = forms[i % len(forms)]
+            printed = io.StringIO()
             try:
-                checker.check.core(*args)
+                with contextlib.redirect_stdout(printed):
+                    checker.check.core(*args)
             except Hint as hint:
                 outcome.false_hints.append(f"{name} (draw {i}, generator seed {last_seed()}): {hint}")
+            else:
+                if f"Exercise {checker.exercise} passed" not in printed.getvalue():
+                    raise RuntimeError(f"{checker.exercise}'s checker returned without passing {name} "
+                                       f"(draw {i}): {printed.getvalue()!r}")
             outcome.draws += 1
     outcome.seconds = time.perf_counter() - start
     return outcome
+
+
+def _measure_one(job: tuple[Checker | str, int, int, float | None]) -> Outcome:
+    """``measure`` in a worker process (one torch thread; the checker named by its exercise id)."""
+    exercise, draws, seed, seconds = job
+    torch.set_num_threads(1)
+    return measure(next(c for c in CHECKERS if c.exercise == exercise), draws, seed, seconds)
+
+
+def measure_all(chosen: list[Checker], draws: int, seed: int, seconds: float | None = None,
+                jobs: int = 1) -> Iterator[Outcome]:
+    """``measure`` for each checker, in order, in ``jobs`` worker processes (1: in this one)."""
+    work = [(c.exercise, draws, seed, seconds) for c in chosen]
+    if jobs <= 1:
+        yield from map(_measure_one, work)
+        return
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        yield from pool.imap(_measure_one, work)
+
+
+def markdown(outcomes: list[Outcome], draws: int, seed: int, seconds: float | None) -> str:
+    """The section of docs/measurements.md: one row per checker, then what a draw is."""
+    rows = ["| exercise | correct forms | drawn checks | false hints | seconds | per check |",
+            "|---|---:|---:|---:|---:|---:|"]
+    for o in outcomes:
+        short = f" (of {draws:,}: the time limit)" if o.stopped else ""
+        rows.append(f"| {o.exercise} | {o.forms} | {o.draws:,}{short} | {len(o.false_hints)} | {o.seconds:.0f} | "
+                    f"{o.seconds / max(o.draws, 1) * 1e3:.1f} ms |")
+    hinted = [line for o in outcomes for line in (f"{o.exercise} {h}" for h in o.false_hints[:3])]
+    short = [o.exercise for o in outcomes if o.draws < draws]
+    notes = [
+        "",
+        f"A drawn check is one whole call of the exercise's checker on one correct form, exactly as a learner's "
+        f"check cell runs it: every size, weight, position and input it draws is drawn afresh (seed {seed}), so "
+        "a 06 check is one module built, loaded, compared over all its cases, modes and dtypes and stepped once, "
+        "and a 6.8 check compares three drawn shapes. The forms take turns; each is a correct answer written "
+        "as a learner writes it (`prenorm_course/exercises/false_hints.py`, `false_hints_06.py`). A false hint is "
+        "any hint on any of them.",
+    ]
+    if seconds is not None:
+        notes += ["", f"Each checker ran until {draws:,} checks or {seconds:.0f} s, whichever came first."]
+    if short:
+        notes += ["", f"Short of {draws:,} drawn checks: {', '.join(short)}."]
+    if hinted:
+        notes += ["", "False hints (first three per checker):", "", *(f"- {line}" for line in hinted)]
+    return "\n".join([*rows, *notes])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -341,26 +416,40 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--draws", type=int, default=20_000, help="checks per checker (default 20000)")
     parser.add_argument("--seed", type=int, default=0, help="the draws' seed (default 0)")
-    parser.add_argument("--only", nargs="*", metavar="N.M", help="these exercises only")
+    parser.add_argument("--only", nargs="*", metavar="N.M", help="these exercises only (then nothing is written)")
+    parser.add_argument("--seconds", type=float, help="stop a checker's draws after this long (default: no limit)")
+    parser.add_argument("--jobs", type=int, default=1, help="checkers measured side by side (default 1)")
+    parser.add_argument("--into", type=Path, help="the measurements document to write (default docs/measurements.md)")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.only or ()) - {c.exercise for c in CHECKERS})
+    if unknown or args.draws < 1 or args.jobs < 1 or (args.seconds is not None and args.seconds <= 0):
+        parser.error(f"--only takes exercise ids of {', '.join(c.exercise for c in CHECKERS)} (got {unknown}); "
+                     f"--draws, --jobs and --seconds are positive (got {args.draws}, {args.jobs}, {args.seconds})")
     torch.set_num_threads(1)
     chosen = [c for c in CHECKERS if not args.only or c.exercise in args.only]
-    load = os.getloadavg()[0]
     print(f"false hints over {args.draws} drawn checks per checker, seed {args.seed}; torch {torch.__version__}, "
-          f"{os.cpu_count()} CPUs, load {load:.1f} at the start")
+          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at the start")
     print(f"{'exercise':<9}{'forms':>6}{'draws':>8}{'hints':>7}{'rate':>10}{'seconds':>10}")
-    total = 0
-    for checker in chosen:
-        outcome = measure(checker, args.draws, args.seed)
-        total += len(outcome.false_hints)
-        print(f"{outcome.exercise:<9}{len(checker.forms):>6}{outcome.draws:>8}{len(outcome.false_hints):>7}"
-              f"{outcome.rate:>10.2g}{outcome.seconds:>10.0f}", flush=True)
-        by_form = {name: sum(line.startswith(f"{name} ") for line in outcome.false_hints) for name in checker.forms}
-        for name, count in by_form.items():
-            if count:
-                first = next(line for line in outcome.false_hints if line.startswith(f"{name} "))
-                print(f"    {name}: {count} of {outcome.draws // len(checker.forms)}; first: {first[len(name) + 1:]}")
+    outcomes = []
+    with measurements.LoadWatch() as load:
+        for outcome in measure_all(chosen, args.draws, args.seed, args.seconds, args.jobs):
+            outcomes.append(outcome)
+            print(f"{outcome.exercise:<9}{outcome.forms:>6}{outcome.draws:>8}{len(outcome.false_hints):>7}"
+                  f"{outcome.rate:>10.2g}{outcome.seconds:>10.0f}" + ("  (time limit)" if outcome.stopped else ""),
+                  flush=True)
+            for line in outcome.false_hints[:3]:
+                print(f"    {line}")
+    total = sum(len(o.false_hints) for o in outcomes)
     print(f"load {os.getloadavg()[0]:.1f} at the end; {total} false hints in all")
+    if args.only:
+        print("(some exercises named: docs/measurements.md keeps the run of them all, `make false-hints`)")
+    else:
+        command = "make false-hints" + "".join(f" {k}={v}" for k, v in (
+            ("DRAWS", args.draws if args.draws != 20_000 else None), ("SEED", args.seed or None),
+            ("SECONDS", f"{args.seconds:g}" if args.seconds is not None else None),
+            ("JOBS", args.jobs if args.jobs != 1 else None)) if v is not None)
+        body = markdown(outcomes, args.draws, args.seed, args.seconds)
+        print(f"wrote {measurements.write('false-hints', body, command=command, load=load, path=args.into)}")
     return 1 if total else 0
 
 

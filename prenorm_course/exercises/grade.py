@@ -66,7 +66,7 @@ from prenorm_course.exercises.check import (
 )
 from prenorm_course.exercises.limits import LIMITS, GradingLimits
 from prenorm_course.exercises.markers import NotebookError, find_exercises
-from prenorm_course.exercises.paths import repo_root, solution_notebooks
+from prenorm_course.exercises.paths import exercise_name, repo_root, solution_notebooks
 from prenorm_course.exercises.sandbox import CourseFiles, confinement
 from prenorm_course.exercises.tables import COPY_RULE, ClassTable, Copy, read_collection
 
@@ -212,20 +212,21 @@ def _within_budget(found: ClassFolder, limits: GradingLimits) -> dict[Path, str]
 
 
 def course_exercises(root: Path) -> dict[str, list[str]]:
-    """Each course notebook's exercise ids, in order (for the tables' maxima and an unreadable file's row)."""
+    """Each course notebook's exercise ids, in order, by its exercise name (for the tables' maxima and an
+    unreadable file's row)."""
     found = {}
     for path in solution_notebooks(root):
         try:
-            found[path.name] = [e.id for e in find_exercises(read_notebook(path), path.name)]
+            found[exercise_name(path)] = [e.id for e in find_exercises(read_notebook(path), path.name)]
         except (NotebookError, OSError, ValueError):
-            found[path.name] = []
+            found[exercise_name(path)] = []
     return found
 
 
 def copy_of(where: str, result: CheckResult) -> Copy:
     """One graded file as the tables keep it."""
     return Copy(
-        where=where, notebook=result.solution.name,
+        where=where, notebook=exercise_name(result.solution),
         statuses={s.exercise.id: s.status.value for s in result.exercises},
         lines={s.exercise.id: s.line() for s in result.exercises},
         details=[f"Exercise {s.exercise.id}: {s.detail}" for s in result.exercises

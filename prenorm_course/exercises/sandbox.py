@@ -82,7 +82,7 @@ from pathlib import Path
 import prenorm_lib
 from prenorm_course.exercises.limits import LIMITS, GradingLimits
 from prenorm_course.exercises.packages import site_binds
-from prenorm_course.exercises.paths import solution_notebooks
+from prenorm_course.exercises.paths import exercise_name, solution_notebooks
 from prenorm_course.exercises.withheld import withheld_files
 
 
@@ -124,7 +124,7 @@ class CourseFiles:
                 files[f"prenorm_lib/{path.relative_to(package).as_posix()}"] = path.read_bytes()
         course = cls(files, together=tuple(together))
         for path in solution_notebooks(root):  # made here, once, before grading threads start
-            course.for_grading(path.name)
+            course.for_grading(exercise_name(path))
         return course
 
     def for_grading(self, notebook: str) -> CourseFiles:

@@ -38,7 +38,7 @@ from prenorm_course.exercises.markers import (
     solution_regions,
     validate_solution,
 )
-from prenorm_course.exercises.paths import exercise_dir, repo_root, solution_notebooks
+from prenorm_course.exercises.paths import SOLUTION_GLOB, exercise_name, exercise_path, repo_root, solution_notebooks
 from prenorm_course.exercises.sandbox import Confinement, CourseFiles, confinement
 
 
@@ -89,12 +89,12 @@ def _unfilled_problem(result: CheckResult) -> str:
 def verify_notebook(solution_path: Path, root: Path, timeout: float, course: CourseFiles | None = None,
                     confined: Confinement | None = None) -> NotebookVerdict:
     """Steps 2 and 3 for one notebook."""
-    name = solution_path.name
+    name = exercise_name(solution_path)
     start = time.perf_counter()
     try:
         solution = read_notebook(solution_path)
-        exercises = validate_solution(solution, name)
-        scaffold = read_notebook(exercise_dir(root) / name)
+        exercises = validate_solution(solution, solution_path.name)
+        scaffold = read_notebook(exercise_path(root, name))
         options = {"course": course, "confined": confined}
         unfilled = check_notebook(scaffold, name, root, timeout, inline_checks=True, **options)
         problem = _unfilled_problem(unfilled)
@@ -122,7 +122,7 @@ def verify(
     root = repo_root(root)
     notebooks = solution_notebooks(root)
     if not notebooks:
-        emit("no solution notebooks notebooks/NN_*.ipynb found")
+        emit(f"no solution notebooks notebooks/{SOLUTION_GLOB} found")
         emit("0 passed, 1 failed")
         return False
     try:
@@ -136,7 +136,7 @@ def verify(
     for message in stale:
         emit(f"FAIL  {message} — run `python -m prenorm_course.exercises build`")
         failed += 1
-    runnable = [p for p in notebooks if p.name not in stale_names]
+    runnable = [p for p in notebooks if exercise_name(p) not in stale_names]
     course, confined = CourseFiles.take(root), confinement(trusted)
     if runnable:
         emit(f"learner code runs {confined.how}")

@@ -27,7 +27,7 @@ import zipfile
 from pathlib import Path
 
 from prenorm_course.exercises.packages import GRADER_PACKAGES, normalised
-from prenorm_course.exercises.paths import SOLUTION_GLOB, exercise_dir, solution_notebooks
+from prenorm_course.exercises.paths import exercise_name, exercise_notebooks, solution_notebooks
 
 CONFIG_NAME = "gradescope.json"
 VENV = "/autograder/venv"
@@ -95,13 +95,14 @@ def _course_files(root: Path) -> list[Path]:
                   if p.is_file() and p.suffix != ".pyc" and not (set(p.relative_to(root).parts) & SKIPPED)]
     files.append(Path("prenorm_course/__init__.py"))
     files += [p.relative_to(root) for p in solution_notebooks(root)]
-    files += [p.relative_to(root) for p in sorted(exercise_dir(root).glob(SOLUTION_GLOB))]
+    files += [p.relative_to(root) for p in exercise_notebooks(root)]
     return sorted(set(files))
 
 
 def assignment_notebooks(root: Path, prefixes: list[str] | None) -> list[str]:
-    """The course notebooks the assignment grades: all, or those whose number is in ``prefixes`` ("01")."""
-    names = [p.name for p in solution_notebooks(root)]
+    """The course notebooks the assignment grades, by exercise name: all, or those whose number is in
+    ``prefixes`` ("01")."""
+    names = [exercise_name(p) for p in solution_notebooks(root)]
     if not prefixes:
         return names
     chosen = []

@@ -43,7 +43,7 @@ from prenorm_course.exercises.check import PASSED, CheckResult, check_notebook, 
 from prenorm_course.exercises.grade import learner_notebooks
 from prenorm_course.exercises.inert import one_line
 from prenorm_course.exercises.markers import NotebookError, find_exercises
-from prenorm_course.exercises.paths import solution_dir
+from prenorm_course.exercises.paths import exercise_name, solution_path
 from prenorm_course.exercises.sandbox import (
     Confinement,
     ConfinementUnavailable,
@@ -69,7 +69,7 @@ def decide_confinement(root: Path) -> tuple[str, Confinement, str]:
 
 
 def _tests_of(result: CheckResult | None, notebook: str, root: Path, why_missing: str) -> list[dict]:
-    exercises = find_exercises(read_notebook(solution_dir(root) / notebook), notebook)
+    exercises = find_exercises(read_notebook(solution_path(root, notebook)), notebook)
     statuses = {s.exercise.id: s for s in result.exercises} if result else {}
     tests = []
     for exercise in exercises:
@@ -95,7 +95,7 @@ def grade_submission(submission: Path, root: Path, timeout: float, log=print) ->
         where = path.relative_to(submission).as_posix()
         try:
             learner = parse_learner(path.read_bytes())
-            notebook = identify(learner, path.name, root)[0].name
+            notebook = exercise_name(identify(learner, path.name, root)[0])
             if notebook not in assignment:
                 notes.append(f"{where}: the course notebook {notebook}, not part of this assignment; not graded")
             elif notebook in results:

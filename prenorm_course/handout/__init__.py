@@ -30,8 +30,9 @@ from pathlib import Path
 
 from prenorm_course.exercises.build import read_notebook
 from prenorm_course.exercises.markers import BEGIN, END, exercise_header
+from prenorm_course.exercises.paths import solution_name
 
-# notebook → the exercises whose cells make up the module, in course order
+# notebook (its exercise name) → the exercises whose cells make up the module, in course order
 SOURCES: dict[str, tuple[str, ...]] = {
     "01_rmsnorm.ipynb": ("1.1", "1.2"),
     "02_swiglu_silu_relu.ipynb": ("2.1",),
@@ -94,11 +95,12 @@ def _code_of(notebook: Path, wanted: tuple[str, ...]) -> list[str]:
 
 
 def module_source(notebooks: Path) -> str:
-    """The exported module's text, from the notebooks in the folder ``notebooks``."""
+    """The exported module's text, from the notebooks in the folder ``notebooks``: the exercise notebooks
+    (``01_rmsnorm.ipynb``) or, where a folder holds those of the solutions, them (``01_rmsnorm_solutions.ipynb``)."""
     parts = [HEADER.strip()]
     for name, wanted in SOURCES.items():
-        path = notebooks / name
-        if not path.is_file():
+        path = next((p for p in (notebooks / name, notebooks / solution_name(name)) if p.is_file()), None)
+        if path is None:
             raise ExportError(f"no {name} in {notebooks}: the export reads notebooks 01, 02, 04 and 06")
         parts.append(f"# --- from {name} " + "-" * max(3, 88 - len(name)))
         parts += [code.strip() for code in _code_of(path, wanted)]

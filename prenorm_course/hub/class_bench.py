@@ -45,7 +45,7 @@ import psutil
 import requests
 
 from prenorm_course.exercises.build import read_notebook
-from prenorm_course.exercises.paths import repo_root, solution_notebooks
+from prenorm_course.exercises.paths import exercise_name, repo_root, solution_notebooks, solution_path
 from prenorm_course.exercises.verify import filled_in
 from prenorm_course.hub import accounts, service
 from prenorm_course.hub.config import COURSE_FOLDER, Limits, pull_link
@@ -155,7 +155,7 @@ def run_class(n: int, hub: Path, port: int, root: Path, log=print) -> dict:
     subprocess.run(["chpasswd"], input="".join(f"{u}:{p}\n" for u, p in passwords.items()), text=True, check=True)
     base = f"http://127.0.0.1:{port}"
     link = pull_link(base, f"file://{hub / REPOSITORY}", BRANCH, NOTEBOOK)
-    answers = read_notebook(root / "notebooks" / NOTEBOOK)
+    answers = read_notebook(solution_path(root, NOTEBOOK))
     results = {name: {} for name in names}
     barrier = threading.Barrier(n)
     threads = [threading.Thread(target=_one_learner, args=(base, link, name, passwords[name], answers, barrier,
@@ -255,7 +255,8 @@ def _remove_account(name: str) -> None:
 
 
 def kernel_peaks(root: Path, log=print) -> dict[str, tuple[float, float]]:
-    """notebook -> (peak resident MB of its kernel, seconds), each run top to bottom in a fresh kernel."""
+    """notebook (its exercise name) -> (peak resident MB of its kernel, seconds), each run top to bottom in a
+    fresh kernel."""
     from nbclient import NotebookClient
 
     peaks = {}
@@ -280,8 +281,9 @@ def kernel_peaks(root: Path, log=print) -> dict[str, tuple[float, float]]:
         finally:
             done.set()
             watcher.join()
-        peaks[path.name] = (seen[0], time.monotonic() - start)
-        log(f"{path.name}: kernel peak {seen[0]:.0f} MB, {peaks[path.name][1]:.1f} s")
+        name = exercise_name(path)  # the tables name a notebook as learners' files do
+        peaks[name] = (seen[0], time.monotonic() - start)
+        log(f"{name}: kernel peak {seen[0]:.0f} MB, {peaks[name][1]:.1f} s")
     return peaks
 
 

@@ -41,7 +41,7 @@ import nbformat
 from prenorm_course.exercises.build import read_notebook
 from prenorm_course.exercises.leaks import ANSWER_TAG
 from prenorm_course.exercises.markers import BEGIN, END
-from prenorm_course.exercises.paths import SOLUTION_GLOB, exercise_dir, solution_notebooks
+from prenorm_course.exercises.paths import exercise_dir, exercise_notebooks, solution_notebooks
 
 BRANCH = "main"
 AUTHOR = ("prenorm course", "course@prenorm.invalid")
@@ -83,7 +83,7 @@ def for_a_class(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
 def files(root: Path) -> dict[str, bytes]:
     """The distribution's files (path -> bytes), read from the checkout ``root``."""
     found = {"README.md": LEARNER_README.encode()}
-    for path in sorted(exercise_dir(root).glob(SOLUTION_GLOB)):
+    for path in exercise_notebooks(root):
         found[f"notebooks/exercises/{path.name}"] = (nbformat.writes(for_a_class(read_notebook(path))) + "\n").encode()
     for path in sorted((root / "figures").glob("*.png")):
         found[f"figures/{path.name}"] = path.read_bytes()
@@ -114,7 +114,7 @@ def find_solutions(files: dict[str, bytes], root: Path) -> list[str]:
     course = {p.name for p in solution_notebooks(root)}
     for name, data in sorted(files.items()):
         text = data.decode("utf-8", errors="replace")
-        if Path(name).name in course and "exercises" not in Path(name).parts:
+        if Path(name).name in course:
             found.append(f"{name}: a course (solution) notebook")
         if BEGIN in text or END in text:
             found.append(f"{name}: a solution marker")

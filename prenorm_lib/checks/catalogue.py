@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+# each notebook by the name of its exercise version, notebooks/exercises/NN_<name>.ipynb: the learner's file name
+# (the solution notebook is its `_solutions` twin; prenorm_course.exercises.paths maps one to the other)
 NOTEBOOKS = {
     "1": "01_rmsnorm.ipynb", "2": "02_swiglu_silu_relu.ipynb", "3": "03_rope.ipynb", "4": "04_attention.ipynb",
     "5": "05_prenorm_vs_postnorm.ipynb", "6": "06_your_transformer.ipynb",

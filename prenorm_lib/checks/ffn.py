@@ -28,6 +28,7 @@ from prenorm_lib.checks.core import (
     expect,
     expect_close,
     expect_input_gradients,
+    expect_relative,
     expect_repeatable,
     fresh_generator,
     passed,
@@ -313,10 +314,12 @@ def _swiglu_contract(fn: Callable) -> None:
     gen = fresh_generator()
     d, f = int(torch.randint(4, 13, (), generator=gen)), int(torch.randint(14, 25, (), generator=gen))
     half = _swiglu_case(d, f, (2, 3), dtype=torch.bfloat16, gen=gen)
-    atol, rtol = tolerance(torch.bfloat16)
-    expect_close("2.2", _call_swiglu("2.2", fn, half), functional.swiglu(*half), f"for bfloat16 x (2, 3, {d}) and "
-                 f"weights with d_ff = {f}: values differ from W2 (SiLU(W1 x) ⊙ W3 x)", atol=atol, rtol=rtol,
-                 dtype_hint="keep the input's dtype (no .float() or .double())")
+    # three products rounded to bfloat16 in a row, the last a sum over d_ff that can cancel: no elementwise bound
+    # holds (the handout's formula missed (2e-2, 2e-2) in 2 of 8,270 drawn checks); the whole output is compared
+    want = functional.swiglu(*(t.double() for t in half)).bfloat16()
+    expect_relative("2.2", _call_swiglu("2.2", fn, half), want, f"for bfloat16 x (2, 3, {d}) and weights with "
+                    f"d_ff = {f}: values differ from W2 (SiLU(W1 x) ⊙ W3 x)",
+                    dtype_hint="keep the input's dtype (no .float() or .double())")
     args, again = _swiglu_case(d, f, (2, 3), gen=gen), _swiglu_case(d, f, (2, 3), gen=gen)
     expect_input_gradients("2.2", fn, args, functional.swiglu, SWIGLU_ARGS)
     expect_repeatable("2.2", fn, args, functional.swiglu(*args), again, functional.swiglu(*again))

@@ -46,6 +46,7 @@ from prenorm_lib.checks.attention import Layer, attention_mistake
 from prenorm_lib.checks.block import PRE_NORM_MISTAKES
 from prenorm_lib.checks.catalogue import EXERCISES
 from prenorm_lib.checks.core import (
+    BF16_RELATIVE,
     Hint,
     call_learner,
     describe,
@@ -92,9 +93,6 @@ TRUNCATED_STD = 0.98658  # the standard deviation of N(0, 1) truncated at ±3
 TRUNCATED_AT_2_STD = 0.87962  # ... and at ±2 (trunc_normal_'s default cut-offs, for std = 1)
 ATOL = 1e-5
 TRAIN_LR = 0.01  # one SGD step this long moves every output far beyond ATOL, and float32 still agrees
-# bfloat16 keeps 8 bits of mantissa (a relative step of 2⁻⁸ ≈ 0.4 %): a module run in bfloat16 lands within a few
-# of those of the float64 answer. 5 % is far beyond what rounding does and far below what a wrong formula does.
-BF16_RELATIVE = 0.05
 
 
 # --- the sizes of one check, drawn afresh ------------------------------------------------------

@@ -18,9 +18,10 @@ from another_learner_06 import ANSWERS
 from nbclient import NotebookClient
 
 from prenorm_course.exercises.markers import exercise_header
+from prenorm_course.exercises.paths import solution_path
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK = ROOT / "notebooks" / "06_your_transformer.ipynb"
+NOTEBOOK = solution_path(ROOT, "06_your_transformer.ipynb")
 
 
 def with_answers(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:

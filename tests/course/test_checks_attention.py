@@ -11,7 +11,7 @@ from torch import nn
 
 from prenorm_course.exercises import check as exercises_check
 from prenorm_course.exercises.build import read_notebook
-from prenorm_course.exercises.paths import repo_root
+from prenorm_course.exercises.paths import repo_root, solution_path
 from prenorm_course.exercises.verify import filled_in
 from prenorm_lib import functional
 from prenorm_lib.attention import MultiHeadSelfAttention
@@ -430,7 +430,7 @@ def test_a_kernel_that_reports_plain_tensors_as_parameters_does_not_pass_4_4():
     """The cheat in a real graded kernel: the solution's layer with plain-tensor weights, its facts forged."""
     root = repo_root()
     name = "04_attention.ipynb"
-    nb = filled_in(read_notebook(root / "notebooks" / "exercises" / name), read_notebook(root / "notebooks" / name))
+    nb = filled_in(read_notebook(root / "notebooks" / "exercises" / name), read_notebook(solution_path(root, name)))
     cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# Exercise 4.4"))
     cell.source += FORGED_PLAIN_WEIGHTS
     result = exercises_check.check_notebook(nb, name, root, 60)

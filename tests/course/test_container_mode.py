@@ -25,7 +25,7 @@ import pytest
 
 from prenorm_course.exercises import check
 from prenorm_course.exercises.build import read_notebook, write_notebook
-from prenorm_course.exercises.paths import repo_root, solution_notebooks
+from prenorm_course.exercises.paths import exercise_name, repo_root, solution_notebooks, solution_path
 from prenorm_course.exercises.sandbox import (
     CONTAINER,
     KERNEL_UID_BASE,
@@ -103,10 +103,10 @@ def test_with_every_notebook_withheld_the_filled_in_notebooks_still_pass():
     """Each kernel lacking every notebook's answers (container mode with all six in the assignment): the probes
     of 5.1 and 5.2 hand the learner's block stand-ins of its submodules, and every right answer still passes."""
     root = repo_root()
-    everything = tuple(path.name for path in solution_notebooks(root))
+    everything = tuple(exercise_name(path) for path in solution_notebooks(root))
     course = CourseFiles.take(root, together=everything)
     for name in ("05_prenorm_vs_postnorm.ipynb", "01_rmsnorm.ipynb"):
-        nb = filled_in(read_notebook(root / "notebooks" / "exercises" / name), read_notebook(root / "notebooks" / name))
+        nb = filled_in(read_notebook(root / "notebooks" / "exercises" / name), read_notebook(solution_path(root, name)))
         result = check.check_notebook(nb, name, root, 120, course=course)
         statuses = {s.exercise.id: (s.status, s.detail) for s in result.exercises}
         assert all(status == check.PASSED for status, _ in statuses.values()), (name, statuses)

@@ -49,7 +49,7 @@ from prenorm_course.exercises.markers import (
     solution_regions,
     validate_solution,
 )
-from prenorm_course.exercises.paths import repo_root, solution_notebooks
+from prenorm_course.exercises.paths import exercise_name, repo_root, solution_name, solution_notebooks, solution_path
 from prenorm_course.exercises.sandbox import CourseFiles, Sandbox
 from prenorm_course.exercises.verify import filled_in, verify
 
@@ -102,7 +102,7 @@ def _notebook(cells) -> nbformat.NotebookNode:
 def solution_notebook() -> nbformat.NotebookNode:
     """A stored, fully executed solution notebook (outputs written as a run would)."""
     return _notebook([
-        new_markdown_cell("# RMSNorm, briefly", id="intro"),
+        new_markdown_cell("# RMSNorm, briefly — solutions", id="intro"),
         _code("setup", "import torch\n\nprint('setup ok')", 1, [_stdout("setup ok\n")]),
         _code("ex1", EXERCISE_1, 2),
         _code("check1", CHECK_1, 3, [_stdout(PASS_1)]),
@@ -127,6 +127,7 @@ def other_notebook() -> nbformat.NotebookNode:
     exercise = ("# Exercise 2.3: choose d_ff\ndef my_hidden_dim(d_model):\n    ### BEGIN SOLUTION\n"
                 "    return max(64, round(8 * d_model / 3 / 64) * 64)\n    ### END SOLUTION")
     return _notebook([
+        new_markdown_cell("# Other — solutions", id="o-title"),
         _code("o-setup", "print('other')", 1, [_stdout("other\n")]),
         _code("o-ex", exercise, 2),
         _code("o-check", "from prenorm_lib.checks import ffn as check\n\ncheck.hidden_dim(my_hidden_dim)", 3,
@@ -145,8 +146,8 @@ def other_notebook() -> nbformat.NotebookNode:
 def course(tmp_path: Path) -> Path:
     """A course root: two solution notebooks, their exercise versions and nbval's sanitize file."""
     root = tmp_path / "course"
-    write_notebook(solution_notebook(), root / "notebooks" / NAME)
-    write_notebook(other_notebook(), root / "notebooks" / OTHER)
+    write_notebook(solution_notebook(), solution_path(root, NAME))
+    write_notebook(other_notebook(), solution_path(root, OTHER))
     (root / "tests").mkdir()
     (root / "tests" / "nbval_sanitize.cfg").write_text(
         "[object addresses]\nregex: (<[\\w.]+ (?:object )?at )0x[0-9a-fA-F]+>\nreplace: \\1ADDR>\n"
@@ -170,7 +171,7 @@ def learner_copy(root: Path, path: Path, edits: dict[str, str], name: str = NAME
 
 def filled_in_copy(root: Path) -> nbformat.NotebookNode:
     """The exercise notebook with the solutions typed in, as a learner who got everything right."""
-    return filled_in(read_notebook(root / "notebooks" / "exercises" / NAME), read_notebook(root / "notebooks" / NAME))
+    return filled_in(read_notebook(root / "notebooks" / "exercises" / NAME), read_notebook(solution_path(root, NAME)))
 
 
 # --- build ---------------------------------------------------------------------------------
@@ -178,7 +179,7 @@ def filled_in_copy(root: Path) -> nbformat.NotebookNode:
 
 def test_build_writes_placeholders_and_drops_unearned_outputs(course: Path):
     exercise = read_notebook(course / "notebooks" / "exercises" / NAME)
-    solution = read_notebook(course / "notebooks" / NAME)
+    solution = read_notebook(solution_path(course, NAME))
     assert [c.id for c in exercise.cells] == [c.id for c in solution.cells]
     by_id = {c.id: c for c in exercise.cells}
     assert by_id["ex1"].source == (
@@ -250,7 +251,7 @@ def test_build_does_not_overwrite_filled_in_work(course: Path):
     ],
 )
 def test_build_rejects_bad_markers_and_check_cells(course: Path, cell_id: str, source: str, message: str):
-    path = course / "notebooks" / NAME
+    path = solution_path(course, NAME)
     nb = read_notebook(path)
     next(c for c in nb.cells if c.id == cell_id).source = source
     write_notebook(nb, path)
@@ -260,7 +261,7 @@ def test_build_rejects_bad_markers_and_check_cells(course: Path, cell_id: str, s
 
 
 def test_exercise_without_checker_cell_is_an_error(course: Path):
-    path = course / "notebooks" / NAME
+    path = solution_path(course, NAME)
     nb = read_notebook(path)
     nb.cells = [c for c in nb.cells if c.cell_type == "markdown" or c.id in ("setup", "ex1", "check1", "ex2")]
     write_notebook(nb, path)
@@ -269,7 +270,7 @@ def test_exercise_without_checker_cell_is_an_error(course: Path):
 
 
 def test_fill_scaffold_restores_both_kinds_of_placeholder(course: Path):
-    solution = read_notebook(course / "notebooks" / NAME)
+    solution = read_notebook(solution_path(course, NAME))
     scaffold = read_notebook(course / "notebooks" / "exercises" / NAME)
     filled = {c.id: c.source for c in filled_in(scaffold, solution).cells}
     assert filled["ex1"] == RIGHT_1
@@ -352,10 +353,10 @@ def test_check_cli_rejects_a_foreign_notebook(course: Path, tmp_path: Path, caps
 def test_a_notebook_is_recognised_by_its_content(course: Path, tmp_path: Path):
     other = learner_copy(course, tmp_path / NAME, {}, name=OTHER)  # notebook 02, saved as 01's file name
     path, note = identify(parse_learner(other.read_bytes()), NAME, course)
-    assert path.name == OTHER
+    assert exercise_name(path) == OTHER and path.name == solution_name(OTHER)
     assert note == f"recognised by its cells as the course notebook {OTHER}, although the file is called {NAME}"
     fresh = _notebook([new_code_cell("# Exercise 1.1: rms_norm kernel\ndef my_rms_norm(x, w, eps): pass", id="n")])
-    assert identify(fresh, "mine.ipynb", course)[0].name == NAME  # new ids, but the exercise header
+    assert exercise_name(identify(fresh, "mine.ipynb", course)[0]) == NAME  # new ids, but the exercise header
 
 
 def test_course_options_come_from_tags_and_course_comments():
@@ -409,7 +410,7 @@ def test_verify_unfilled_runs_to_the_end_and_filled_passes(course: Path):
 
 
 def test_verify_fails_on_a_check_that_does_not_check(course: Path):
-    path = course / "notebooks" / NAME
+    path = solution_path(course, NAME)
     nb = read_notebook(path)
     next(c for c in nb.cells if c.id == "check1").source = "print('Exercise 1.1 passed: fine')"
     write_notebook(nb, path)
@@ -420,7 +421,7 @@ def test_verify_fails_on_a_check_that_does_not_check(course: Path):
 
 def test_verify_reports_stale_notebook_without_running_it(course: Path):
     (course / "notebooks" / "exercises" / NAME).unlink()
-    (course / "notebooks" / OTHER).unlink()
+    solution_path(course, OTHER).unlink()
     (course / "notebooks" / "exercises" / OTHER).unlink()
     lines: list[str] = []
     assert not verify(course, emit=lines.append)
@@ -592,7 +593,7 @@ def test_a_hostile_submission_changes_nothing_outside_its_kernel(course: Path, t
 
 
 def test_a_sandbox_command_runs_as_its_own_user_in_its_own_folder_with_limits(course: Path):
-    target = course / "notebooks" / NAME
+    target = solution_path(course, NAME)
     script = f"id -u; touch own.txt && echo own; (echo x >> {target}) 2>/dev/null && echo wrote || echo refused;" \
              " ulimit -v"
     box = Sandbox.create(sandbox.CONFINED, CourseFiles({}))
@@ -611,7 +612,7 @@ def test_a_sandbox_command_runs_as_its_own_user_in_its_own_folder_with_limits(co
 
 @pytest.mark.slow
 def test_kernels_run_with_limits_and_as_their_own_user(course: Path):
-    target = course / "notebooks" / NAME
+    target = solution_path(course, NAME)
     probe = (
         "import os, resource\n"
         "def writable(path):\n"

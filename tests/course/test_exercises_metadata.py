@@ -13,7 +13,7 @@ import pytest
 from prenorm_course.exercises.build import read_notebook, write_notebook
 from prenorm_course.exercises.check import course_checks
 from prenorm_course.exercises.markers import METADATA_KEY, NotebookError, check_calls, validate_solution
-from prenorm_course.exercises.paths import exercise_dir, repo_root, solution_notebooks
+from prenorm_course.exercises.paths import exercise_dir, exercise_name, repo_root, solution_notebooks, solution_path
 
 ROOT = repo_root()
 
@@ -28,7 +28,7 @@ def course_copy(tmp_path: Path) -> Path:
 def test_metadata_names_the_same_check_as_the_check_cell(path):
     solution = read_notebook(path)
     exercises = validate_solution(solution, path.name, check_cells=False)
-    assert course_checks(ROOT, path.name, solution, exercises) == check_calls(solution, exercises, path.name)
+    assert course_checks(ROOT, exercise_name(path), solution, exercises) == check_calls(solution, exercises, path.name)
 
 
 def _edited_first_check(tmp_path, edit):
@@ -36,7 +36,7 @@ def _edited_first_check(tmp_path, edit):
     root = course_copy(tmp_path)
     path = exercise_dir(root) / "01_rmsnorm.ipynb"
     nb = read_notebook(path)
-    solution = read_notebook(root / "notebooks" / "01_rmsnorm.ipynb")
+    solution = read_notebook(solution_path(root, "01_rmsnorm.ipynb"))
     exercises = validate_solution(solution, path.name, check_cells=False)
     for cell in nb.cells:
         if cell.id == exercises[0].checker_cell_id:

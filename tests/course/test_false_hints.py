@@ -23,9 +23,48 @@ from prenorm_course.exercises.false_hints import CHECKERS, measure
 
 @pytest.mark.parametrize("checker", CHECKERS, ids=lambda c: c.exercise)
 def test_a_fixed_sample_of_correct_answers_gets_no_hint(checker):
-    draws = 2 * len(checker.forms)
+    draws = (1 if checker.exercise.startswith("6.") else 2) * len(checker.forms)  # 06's checks: each form once
     outcome = measure(checker, draws, seed=36)
     assert outcome.draws == draws and outcome.false_hints == []
+
+
+def test_every_checker_of_the_course_is_measured():
+    from prenorm_lib.checks.catalogue import EXERCISES
+
+    assert [c.exercise for c in CHECKERS] == sorted(EXERCISES, key=lambda i: tuple(map(int, i.split("."))))
+    assert all(len(c.forms) >= 2 or c.exercise in ("3.3", "5.3") for c in CHECKERS)  # one right answer each
+
+
+def test_a_check_that_returns_without_passing_is_an_error_not_a_pass():
+    from prenorm_course.exercises.false_hints import Checker
+    from prenorm_lib.checks.core import exercise
+
+    silent = Checker("1.1", exercise("1.1")(lambda fn: None), {"anything": (None,)})
+    with pytest.raises(RuntimeError, match="returned without passing"):
+        measure(silent, 1, seed=0)
+
+
+def test_the_benchmark_writes_its_table_into_measurements(tmp_path, monkeypatch):
+    """One draw of every checker, written where ``--into`` says: a row per checker, the forms, draws, 0 hints."""
+    from prenorm_course import measurements
+
+    target = tmp_path / "measurements.md"
+    monkeypatch.setattr(false_hints, "CHECKERS", [c for c in CHECKERS if c.exercise in ("1.3", "4.2", "6.1", "6.8")])
+    assert false_hints.main(["--draws", "2", "--seconds", "600", "--into", str(target)]) == 0
+    section = measurements.read_sections(target.read_text())["false-hints"]
+    assert section.startswith("## False hints\n\n*Written by `make false-hints DRAWS=2 SECONDS=600` on ")
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [("| 1.3", "2", "2", "0"), ("| 4.2", "2", "2", "0"),
+                                                       ("| 6.1", "3", "2", "0"), ("| 6.8", "3", "2", "0")]
+    assert "A drawn check is one whole call of the exercise's checker" in section and "load average" in section
+
+
+def test_a_checker_stopped_by_the_time_limit_says_so(tmp_path, monkeypatch):
+    target = tmp_path / "measurements.md"
+    monkeypatch.setattr(false_hints, "CHECKERS", [c for c in CHECKERS if c.exercise == "6.8"])
+    assert false_hints.main(["--draws", "50", "--seconds", "0.01", "--into", str(target)]) == 0
+    text = target.read_text()
+    assert "| 6.8 | 3 | 1 (of 50: the time limit) | 0 |" in text and "Short of 50 drawn checks: 6.8." in text
 
 
 def _replayed(monkeypatch, first_seed: int) -> None:
@@ -61,3 +100,146 @@ def test_make_false_hints_as_typed_reads_zero():
     assert run.returncode == 0, run.stdout + run.stderr
     assert "false hints over 4 drawn checks per checker" in run.stdout and "; 0 false hints in all" in run.stdout
     assert [line.split()[0] for line in run.stdout.splitlines() if line[:3] in ("1.3", "4.2")] == ["1.3", "4.2"]
+
+
+# --- notebook 06's correct forms are correct: each against the library on a few inputs ---------------------------
+
+LEARNERS = ("solution", "handout", "reassociated")
+
+
+def _library_and_args(exercise_id: str):
+    from prenorm_lib import Embedding, Linear, MultiHeadSelfAttention, TransformerBlock, TransformerLM
+    from prenorm_lib.ffn import SwiGLU
+    from prenorm_lib.rope import RotaryPositionalEmbedding
+
+    d, h, d_ff, n, theta, vocab, layers = 24, 4, 36, 40, 500.0, 70, 2
+    return {"6.1": (Linear(d, d_ff), (d, d_ff)), "6.2": (Embedding(vocab, d), (vocab, d)),
+            "6.3": (SwiGLU(d, d_ff), (d, d_ff)), "6.4": (RotaryPositionalEmbedding(theta, 6, n), (theta, 6, n)),
+            "6.5": (MultiHeadSelfAttention(d, h, n, rope_theta=theta), (d, h, n, theta)),
+            "6.6": (TransformerBlock(d, h, d_ff, n, rope_theta=theta), (d, h, d_ff, n, theta)),
+            "6.7": (TransformerLM(vocab, n, d, layers, h, d_ff, theta), (vocab, n, d, layers, h, d_ff, theta)),
+            }[exercise_id]
+
+
+@pytest.mark.parametrize("learner", LEARNERS)
+@pytest.mark.parametrize("exercise_id", ["6.1", "6.2", "6.3", "6.4", "6.5", "6.6", "6.7"])
+def test_each_06_form_computes_the_library_s_module(exercise_id, learner):
+    from prenorm_course.exercises import false_hints_06
+
+    torch.manual_seed(6)
+    library, args = _library_and_args(exercise_id)
+    (cls,) = false_hints_06.forms(exercise_id)[learner]
+    mine = cls(*args)
+    assert mine.load_state_dict(library.state_dict()) is not None
+    gen = torch.Generator().manual_seed(1)
+    if exercise_id == "6.2":
+        inputs = [(torch.randint(70, (2, 9), generator=gen),), (torch.arange(70),)]
+    elif exercise_id == "6.7":
+        inputs = [(torch.randint(70, (2, 9), generator=gen),), (torch.randint(70, (40,), generator=gen),)]
+    elif exercise_id == "6.4":
+        inputs = [(torch.randn(2, 3, 9, 6, generator=gen), torch.randperm(40, generator=gen)[:9]),
+                  (torch.randn(9, 6, generator=gen), torch.arange(31, 40))]
+    else:
+        width = 24
+        inputs = [(torch.randn(2, 9, width, generator=gen),), (torch.randn(3, 2, 40, width, generator=gen),)]
+        if exercise_id in ("6.5", "6.6"):
+            inputs.append((torch.randn(2, 9, width, generator=gen), torch.randperm(40, generator=gen)[:9]))
+    # RoPE's tables may be float32 (the library's and the handout learner's are), so RoPE's modules agree in float64
+    # to float32's rounding of the angles
+    exact = 1e-10 if exercise_id in ("6.1", "6.2", "6.3") else 1e-5
+    for dtype, atol in ((torch.float64, exact), (torch.float32, 1e-5)):
+        mine.to(dtype), library.to(dtype)
+        for case in inputs:
+            case = tuple(t.to(dtype) if t.is_floating_point() else t for t in case)
+            with torch.no_grad():
+                got, want = mine(*case), library(*case)
+            assert got.dtype == want.dtype, (dtype, case[0].shape)
+            assert torch.allclose(got, want, atol=atol, rtol=atol * 10), (dtype, case[0].shape)
+
+
+@pytest.mark.parametrize("learner", LEARNERS)
+def test_each_06_cached_attention_form_is_the_library_s_and_its_cache_gives_the_whole_sequence(learner):
+    from prenorm_course.exercises import false_hints_06
+    from prenorm_lib import MultiHeadSelfAttention
+    from prenorm_lib.attention import KVCache
+
+    torch.manual_seed(9)
+    library = MultiHeadSelfAttention(24, 6, 30, rope_theta=900.0, num_kv_heads=2).double().eval()
+    (cls,) = false_hints_06.forms("6.9")[learner]
+    mine = cls(24, 6, 30, 900.0, 2).double()
+    mine.load_state_dict(library.state_dict())
+    x = torch.randn(2, 17, 24, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        want = library(x)
+        assert torch.allclose(mine(x), want, atol=1e-10)
+        mine.kv_cache, pieces, start = KVCache(), [], 0
+        for size in (5, 1, 1, 3, 1, 6):
+            pieces.append(mine(x[:, start:start + size]))
+            start += size
+    assert torch.allclose(torch.cat(pieces, dim=-2), want, atol=1e-10)
+
+
+@pytest.mark.parametrize("learner", LEARNERS)
+def test_each_06_count_is_the_library_model_s(learner):
+    from prenorm_course.exercises import false_hints_06
+    from prenorm_lib.lab.accounting import Shape, measured_flops, measured_parameters
+
+    count_parameters, forward_flops = false_hints_06.forms("6.8")[learner]
+    for shape in (Shape(300, 64, 48, 2, 4, 130), Shape(4000, 200, 96, 5, 8, 7)):
+        assert count_parameters(*shape) == measured_parameters(shape)
+        assert forward_flops(*shape) == measured_flops(shape)
+
+
+def test_the_draw_that_told_the_handout_s_bf16_attention_it_was_wrong_now_passes(monkeypatch, capsys):
+    """4.3 held bfloat16 outputs to (2e-2, 2e-2) elementwise: scores rounded to bfloat16 move the weights by
+    |s|·2⁻⁸, and the handout's own formula missed by 1.6× (this draw: got -0.166, expected -0.1924)."""
+    from prenorm_lib.checks import attention
+
+    _replayed(monkeypatch, 207)
+    attention.attention.core(false_hints.attention_handout)
+    assert "Exercise 4.3 passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mistake", ["no scale", "no mask"])
+@pytest.mark.parametrize("seed", [207, 5, 36])
+def test_a_bf16_attention_wrong_beyond_rounding_still_gets_a_hint(seed, mistake, monkeypatch):
+    """Right in float32 and float64, but in bfloat16 without the 1/√d_k or without the mask: told apart (a
+    mistake whose effect is within bfloat16's rounding, a scale a few % off, is not; float32 holds the formula)."""
+    from prenorm_lib.checks import Hint, attention
+
+    def off_in_bf16(Q, K, V, mask=None):
+        if Q.dtype != torch.bfloat16:
+            return false_hints.attention_handout(Q, K, V, mask)
+        if mistake == "no scale":
+            return false_hints.attention_handout(Q * Q.shape[-1] ** 0.5, K, V, mask)
+        return false_hints.attention_handout(Q, K, V)
+
+    _replayed(monkeypatch, seed)
+    with pytest.raises(Hint, match="on bfloat16 inputs the output does not match"):
+        attention.attention.core(off_in_bf16)
+
+
+@pytest.mark.parametrize(("form", "seed"), [(false_hints.swiglu_linear, 11740), (false_hints.swiglu_handout, 17829)])
+def test_the_draws_that_told_a_correct_bf16_swiglu_it_was_wrong_now_pass(form, seed, monkeypatch, capsys):
+    """2.2 held bfloat16 outputs to (2e-2, 2e-2) elementwise, against the library's own bfloat16 path: the
+    handout's formula missed by 0.08 at an output of 2.4 (2 of 8,270 drawn checks)."""
+    from prenorm_lib.checks import ffn
+
+    for module in false_hints.CHECKER_MODULES:  # every generator as the benchmark's failing one
+        if hasattr(module, "fresh_generator"):
+            monkeypatch.setattr(module, "fresh_generator", lambda: torch.Generator().manual_seed(seed))
+    ffn.swiglu.core(form)
+    assert "Exercise 2.2 passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("seed", [11740, 17829, 36])
+def test_a_bf16_swiglu_wrong_beyond_rounding_still_gets_a_hint(seed, monkeypatch):
+    """Right in float32, but in bfloat16 the SiLU gates w3's output: told apart (≥ 16 % off; rounding ≤ 1 %)."""
+    from prenorm_lib.checks import Hint, ffn
+
+    def off_in_bf16(x, w1, w2, w3):
+        return false_hints.swiglu_handout(x, *((w3, w2, w1) if x.dtype == torch.bfloat16 else (w1, w2, w3)))
+
+    _replayed(monkeypatch, seed)
+    with pytest.raises(Hint, match="for bfloat16 x"):
+        ffn.swiglu.core(off_in_bf16)

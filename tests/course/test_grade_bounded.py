@@ -22,6 +22,7 @@ from test_grade_folder_files import EXERCISES, NAME, _grade_within, graded, note
 from prenorm_course.exercises import grade, tables
 from prenorm_course.exercises.check import NotANotebook, parse_learner
 from prenorm_course.exercises.limits import LIMITS
+from prenorm_course.exercises.paths import solution_path
 from prenorm_course.exercises.sandbox import _remove_tree
 
 
@@ -128,7 +129,7 @@ def test_a_million_empty_cells_are_refused_before_they_take_the_memory():
         tracemalloc.stop()
     assert peak < 3 * len(data) + 100 * 2**20, peak / 2**20  # the text itself, decoded; not a million cells
     small = replace(LIMITS, notebook_json_objects=10)
-    course = Path(__file__).parents[2] / "notebooks" / "01_rmsnorm.ipynb"
+    course = solution_path(Path(__file__).parents[2], "01_rmsnorm.ipynb")
     parse_learner(course.read_bytes())  # a course notebook is far inside the limit
     with pytest.raises(NotANotebook):
         parse_learner(course.read_bytes(), small)

@@ -26,7 +26,7 @@ from prenorm_course.exercises.build import read_notebook, write_notebook
 from prenorm_course.exercises.check import PASSED, CheckResult, ExerciseStatus, Status, format_report
 from prenorm_course.exercises.leaks import LIBRARY_ANSWERS
 from prenorm_course.exercises.markers import CheckCall, Exercise, validate_solution
-from prenorm_course.exercises.paths import repo_root, solution_notebooks
+from prenorm_course.exercises.paths import exercise_name, exercise_path, repo_root, solution_notebooks
 from prenorm_course.exercises.withheld import WITHHELD, derive_withheld
 from prenorm_lib.checks import rmsnorm
 from prenorm_lib.checks.agent import Agent
@@ -100,7 +100,7 @@ def test_every_exercise_of_the_course_has_one_record_of_its_own_notebook():
     found = {}
     for path in solution_notebooks(repo_root()):
         for exercise in validate_solution(read_notebook(path), path.name):
-            found[exercise.id] = path.name
+            found[exercise.id] = exercise_name(path)
     assert found == {record.id: record.notebook for record in EXERCISES.values()}
 
 
@@ -130,9 +130,9 @@ def test_the_exercise_tool_still_reads_check_cells_of_every_notebook():
     """The records name no checker: the check cells do (``metadata.prenorm``), as before; both agree on ids."""
     root = repo_root()
     for path in solution_notebooks(root):
-        exercise_nb = read_notebook(root / "notebooks" / "exercises" / path.name)
+        exercise_nb = read_notebook(exercise_path(root, path))
         ids = {cell.metadata["prenorm"]["exercise"] for cell in exercise_nb.cells if "prenorm" in cell.metadata}
-        assert ids == {i for i, record in EXERCISES.items() if record.notebook == path.name}
+        assert ids == {i for i, record in EXERCISES.items() if record.notebook == exercise_name(path)}
 
 
 def test_the_grader_docs_show_the_limits_as_they_are():

@@ -39,7 +39,7 @@ import pytest
 
 from prenorm_course.exercises.build import read_notebook, write_notebook
 from prenorm_course.exercises.packages import GRADER_PACKAGES
-from prenorm_course.exercises.paths import repo_root
+from prenorm_course.exercises.paths import repo_root, solution_path
 from prenorm_course.exercises.verify import filled_in
 from prenorm_course.gradescope import __main__ as cli
 from prenorm_course.gradescope.autograder_zip import build_zip, grading_requirements
@@ -242,8 +242,8 @@ def autograder(request, tmp_path_factory):
 
 def _submissions(root: Path) -> dict[str, object]:
     scaffold = read_notebook(root / "notebooks" / "exercises" / NOTEBOOK)
-    honest = filled_in(scaffold, read_notebook(root / "notebooks" / NOTEBOOK))
-    wrong = filled_in(scaffold, read_notebook(root / "notebooks" / NOTEBOOK))
+    honest = filled_in(scaffold, read_notebook(solution_path(root, NOTEBOOK)))
+    wrong = filled_in(scaffold, read_notebook(solution_path(root, NOTEBOOK)))
     cheat = read_notebook(root / "notebooks" / "exercises" / NOTEBOOK)
     for cell in wrong.cells:
         if cell.source.startswith("# Exercise 1.3"):

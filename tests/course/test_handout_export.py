@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from prenorm_course.exercises.paths import solution_path
 from prenorm_course.handout import SOURCES, forbidden_calls
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +44,7 @@ def test_a_wrong_module_fails_the_interface_tests(tmp_path):
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
     for name in SOURCES:
-        shutil.copy(ROOT / "notebooks" / name, notebooks / name)
+        shutil.copy(solution_path(ROOT, name), notebooks / name)
     path = notebooks / "06_your_transformer.ipynb"
     text = path.read_text()
     assert text.count(".triu(1)") == 1

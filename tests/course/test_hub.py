@@ -45,7 +45,7 @@ import pytest
 import requests
 
 from prenorm_course.exercises.build import read_notebook
-from prenorm_course.exercises.paths import repo_root
+from prenorm_course.exercises.paths import exercise_notebooks, repo_root, solution_notebooks, solution_path
 from prenorm_course.exercises.verify import filled_in
 from prenorm_course.hub import accounts, distribution, service
 from prenorm_course.hub.collect import collect, parse_due, return_feedback
@@ -90,7 +90,7 @@ def _answers(root: Path, answer: str, notebook: dict) -> dict:
     """The learner's notebook with their answers typed into the exercise cells."""
     if answer == "unfinished":
         return notebook
-    solution = read_notebook(root / "notebooks" / NOTEBOOK)
+    solution = read_notebook(solution_path(root, NOTEBOOK))
     filled = filled_in(nbformat.from_dict(notebook), solution)
     if answer == "wrong":
         for cell in filled.cells:
@@ -265,7 +265,7 @@ def test_a_class_on_a_real_jupyterhub(tmp_path: Path):
         changed = tmp_path / "checkout"
         shutil.copytree(root / "notebooks" / "exercises", changed / "notebooks" / "exercises")
         shutil.copytree(root / "figures", changed / "figures")
-        for path in (root / "notebooks").glob("[0-9][0-9]_*.ipynb"):
+        for path in solution_notebooks(root):
             shutil.copy(path, changed / "notebooks" / path.name)
         fixed = read_notebook(changed / "notebooks" / "exercises" / "02_swiglu_silu_relu.ipynb")
         fixed.cells[0].source += "\n\nA note from the teacher."
@@ -368,10 +368,10 @@ def test_the_learners_repository_holds_no_solution_and_the_check_sees_one(tmp_pa
     given = distribution.files(root)
     assert distribution.find_solutions(given, root) == []
     assert {n for n in given if n.startswith("notebooks/")} == \
-        {f"notebooks/exercises/{p.name}" for p in (root / "notebooks" / "exercises").glob("[0-9][0-9]_*.ipynb")}
+        {f"notebooks/exercises/{p.name}" for p in exercise_notebooks(root)}
     assert not [n for n in given if n.startswith(("prenorm_course/", "tests/", "prenorm_lib/"))]
     # The check fires: on the course notebooks, on one exercise answer left in, on an answer cell's output.
-    solutions = {f"notebooks/{p.name}": p.read_bytes() for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    solutions = {f"notebooks/{p.name}": p.read_bytes() for p in solution_notebooks(root)}
     found = distribution.find_solutions(solutions, root)
     assert any("a course (solution) notebook" in f for f in found) and any("a solution marker" in f for f in found)
     exercise = json.loads(given["notebooks/exercises/01_rmsnorm.ipynb"])

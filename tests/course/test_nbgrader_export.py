@@ -29,7 +29,7 @@ import pytest
 from prenorm_course import nbgrader_export
 from prenorm_course.exercises.build import read_notebook
 from prenorm_course.exercises.markers import BEGIN, END, exercise_header
-from prenorm_course.exercises.paths import repo_root, solution_notebooks
+from prenorm_course.exercises.paths import SOLUTION_TITLE_MARK, exercise_name, repo_root, solution_notebooks
 from prenorm_course.hub.distribution import HELD_BACK
 
 NBGRADER = os.environ.get("PRENORM_NBGRADER")
@@ -42,7 +42,7 @@ def test_every_exercise_is_an_answer_cell_and_every_check_a_one_point_test(tmp_p
     root = repo_root()
     written = nbgrader_export.export(root, tmp_path)
     assert [p.relative_to(tmp_path).as_posix() for p in written] == \
-        [f"source/{p.stem}/{p.name}" for p in solution_notebooks(root)]
+        [f"source/{Path(exercise_name(p)).stem}/{exercise_name(p)}" for p in solution_notebooks(root)]
     assert "course_id" in (tmp_path / "nbgrader_config.py").read_text()
     for path in written:
         nb = read_notebook(path)
@@ -51,6 +51,7 @@ def test_every_exercise_is_an_answer_cell_and_every_check_a_one_point_test(tmp_p
         answers = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
         tests = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
         assert len(answers) == len(tests) == len(exercises) > 0, path.name
+        assert SOLUTION_TITLE_MARK not in nb.cells[0].source, "nbgrader releases it to learners: no solutions mark"
         for cell in answers:
             assert BEGIN in cell.source and END in cell.source and not cell.metadata["nbgrader"]["locked"]
         for exercise, cell in zip(exercises, tests, strict=True):
@@ -68,7 +69,8 @@ def test_make_nbgrader_export_writes_every_notebook_and_the_configuration():
     run = subprocess.run(["make", "nbgrader-export"], cwd=root, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     out = root / "dist" / "nbgrader"
-    assert sorted(p.name for p in (out / "source").glob("*/*.ipynb")) == [p.name for p in solution_notebooks(root)]
+    assert sorted(p.name for p in (out / "source").glob("*/*.ipynb")) == \
+        [exercise_name(p) for p in solution_notebooks(root)]
     assert (out / "nbgrader_config.py").is_file() and "nbgrader generate_assignment" in run.stdout
 
 

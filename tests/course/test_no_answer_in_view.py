@@ -15,7 +15,7 @@ import pytest
 from prenorm_course.exercises.build import exercise_notebook, read_notebook
 from prenorm_course.exercises.leaks import ANSWER_TAG, answers_in_view
 from prenorm_course.exercises.markers import NotebookError, validate_solution
-from prenorm_course.exercises.paths import exercise_dir, solution_notebooks
+from prenorm_course.exercises.paths import exercise_path, solution_notebooks, solution_path
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = solution_notebooks(ROOT)
@@ -24,12 +24,12 @@ SOLUTIONS = solution_notebooks(ROOT)
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
 def test_stored_exercise_notebooks_show_no_answer(path: Path) -> None:
     solution = read_notebook(path)
-    stored = read_notebook(exercise_dir(ROOT) / path.name)
+    stored = read_notebook(exercise_path(ROOT, path))
     assert answers_in_view(stored, solution, validate_solution(solution, path.name)) == []
 
 
 def _without_fold(name: str, cell_id: str) -> nbformat.NotebookNode:
-    solution = read_notebook(ROOT / "notebooks" / name)
+    solution = read_notebook(solution_path(ROOT, name))
     cell = next(c for c in solution.cells if c.id == cell_id)
     assert ANSWER_TAG in cell.metadata["tags"], "the cell this test unfolds is no longer tagged"
     cell.metadata["tags"].remove(ANSWER_TAG)
@@ -52,7 +52,7 @@ def test_build_refuses_an_unfolded_answer(name: str, cell_id: str, exercise: str
 def test_a_printed_solution_is_refused() -> None:
     """A new cell that prints 5.1's solution lines is seen, wherever it sits."""
     name = "05_prenorm_vs_postnorm.ipynb"
-    solution = read_notebook(ROOT / "notebooks" / name)
+    solution = read_notebook(solution_path(ROOT, name))
     cell = nbformat.v4.new_code_cell("pass")
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
                                            text="h = x + attn(ln1(x))\nreturn h + ffn(ln2(h))\n")]
@@ -62,6 +62,6 @@ def test_a_printed_solution_is_refused() -> None:
 
 
 def test_folded_cells_hide_source_and_outputs() -> None:
-    nb, _ = exercise_notebook(read_notebook(ROOT / "notebooks" / "01_rmsnorm.ipynb"), "01_rmsnorm.ipynb")
+    nb, _ = exercise_notebook(read_notebook(solution_path(ROOT, "01_rmsnorm.ipynb")), "01_rmsnorm.ipynb")
     folded = next(c for c in nb.cells if c.id == "62342b28")
     assert folded.metadata["jupyter"] == {"source_hidden": True, "outputs_hidden": True}

@@ -8,6 +8,7 @@ import nbformat
 import pytest
 
 from prenorm_course import notebook_times
+from prenorm_course.exercises.paths import solution_name
 
 
 @pytest.fixture
@@ -49,12 +50,13 @@ def test_timing_every_notebook_writes_the_measurements(slow_notebook: Path, tmp_
 
     root = tmp_path / "course"
     (root / "notebooks").mkdir(parents=True)
-    slow_notebook.rename(root / "notebooks" / slow_notebook.name)
+    solution = root / "notebooks" / solution_name(slow_notebook.name)  # make notebook-times times the solutions
+    slow_notebook.rename(solution)
     monkeypatch.chdir(root)
     assert notebook_times.main([]) == 0
     section = measurements.read_sections((root / measurements.DOCUMENT).read_text())["notebook-times"]
-    assert "*Written by `make notebook-times` on " in section and "| 01_slow.ipynb | " in section, section
+    assert "*Written by `make notebook-times` on " in section and "| 01_slow_solutions.ipynb | " in section, section
     before = (root / measurements.DOCUMENT).read_text()
-    assert notebook_times.main([str(root / "notebooks" / slow_notebook.name)]) == 0
+    assert notebook_times.main([str(solution)]) == 0
     assert (root / measurements.DOCUMENT).read_text() == before
     assert "docs/measurements.md keeps the run of them all" in capsys.readouterr().out

@@ -32,6 +32,9 @@ from pathlib import Path
 
 import pytest
 
+from prenorm_course.exercises.paths import SOLUTION_GLOB, exercise_name, solution_notebooks
+from prenorm_course.site import page_stem
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 README = REPO_ROOT / "README.md"
 
@@ -141,7 +144,7 @@ PYTHON_MODULE = re.compile(r"(?<![\w(])([\w./]*python[\d.]*) -m ([\w.]+)(?: ([a-
 
 
 def course_notebooks() -> int:
-    return len(list((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    return len(solution_notebooks(REPO_ROOT))
 
 
 def notebook_count_mismatches(text: str, actual: int) -> list[str]:
@@ -315,8 +318,9 @@ def test_make_lab_opens_the_exercise_notebooks(checkout: Path, tmp_path: Path):
         assert "/lab/tree/exercises" in front.url, f"the front page leads to {front.url}"
         exercises = {item["name"] for item in answers(f"{base}/api/contents/exercises?token={token}")["content"]}
         solutions = {item["name"] for item in answers(f"{base}/api/contents?token={token}")["content"]}
-        course = {path.name for path in (checkout / "notebooks").glob("[0-9][0-9]_*.ipynb")}
-        assert course and course <= exercises, f"the exercise folder holds {sorted(exercises)}, not {course}"
+        course = {path.name for path in solution_notebooks(checkout)}
+        assert course and {exercise_name(name) for name in course} <= exercises, \
+            f"the exercise folder holds {sorted(exercises)}, not the exercises of {course}"
         assert course <= solutions, f"the solutions are not one folder up: {sorted(solutions)}"
     finally:
         server.stop()
@@ -355,8 +359,8 @@ def test_make_site_builds_every_page(checkout: Path):
     assert result.returncode == 0, said(result)
     site = checkout / "_site"
     assert "wrote " in result.stdout and (site / "index.html").exists(), said(result)
-    for notebook in (checkout / "notebooks").glob("[0-9][0-9]_*.ipynb"):
-        page = (site / f"{notebook.stem}.html").read_text()
+    for notebook in solution_notebooks(checkout):
+        page = (site / f"{page_stem(notebook)}.html").read_text()
         assert "No description has been provided" not in page, f"{notebook.stem}: a figure without a description"
         notes = re.findall(r'class="static-widget-note">(.*?)</div>', page, re.DOTALL)
         assert not [note for note in notes if "= None" in note], f"{notebook.stem}: a slider note says None"
@@ -563,23 +567,28 @@ COMMANDS = {
     "git pull --no-rebase -X ours": "test_git_pull_keeps_your_answers",
     "apt-get install bubblewrap": ".ci/run",  # with -y -qq, where bubblewrap is missing
     ".venv/bin/python -m prenorm_course.exercises grade submissions --trusted": "test_trusted_grading_says_so",
-    ".venv/bin/python -m prenorm_course.hub link --url https://hub.example.org --notebook 01_rmsnorm.ipynb":
-        "test_the_hub_link_is_printed",
     # Unix accounts and the hub's folder, as root: the hub test makes learners pnhub-* through these commands'
     # functions, logs them in through the login form, collects and grades.
     ".venv/bin/python -m prenorm_course.hub learners add alice bob": "tests/course/test_hub.py",
-    "passwd alice": "tests/course/test_hub.py",
-    ".venv/bin/python -m prenorm_course.hub learners remove alice": "tests/course/test_hub.py",
+    "passwd alice": "tests/course/test_hub.py",  # the hub test sets passwords with chpasswd, passwd's batch form
+    "passwd carol": "tests/course/test_hub.py",  # a teacher's, the same way (hub teachers add)
+    ".venv/bin/python -m prenorm_course.hub link --notebook 01_rmsnorm.ipynb": "tests/course/test_hub.py",
+    ".venv/bin/python -m prenorm_course.hub collect submissions --notebooks 01_rmsnorm.ipynb --due 2026-05-04T17:00":
+        "tests/course/test_hub.py",  # with a deadline an hour ahead, into the test's submissions folder
+    ".venv/bin/python -m prenorm_course.hub feedback submissions": "tests/course/test_hub.py",
+    # setup.sh's apt route on Gradescope's 3.10 image, run for real by the Gradescope test (against apt's copies)
+    "apt-get update": "tests/course/test_gradescope.py",
+    "apt-get install python3.11 python3.11-venv": "tests/course/test_gradescope.py",
+    ".venv/bin/python -m prenorm_course.exercises.limits": "test_the_limits_table_as_typed",
     ".venv/bin/python -m prenorm_course.hub prepare": "tests/course/test_hub.py",
-    ".venv/bin/python -m prenorm_course.hub collect submissions --learners alice bob --notebooks 01_rmsnorm.ipynb":
-        "tests/course/test_hub.py",
-    ".venv/bin/jupyter nbconvert --to notebook --execute --inplace notebooks/01_rmsnorm.ipynb":
+    ".venv/bin/jupyter nbconvert --to notebook --execute --inplace notebooks/01_rmsnorm_solutions.ipynb":
         "test_reexecuting_a_notebook_as_typed",
     ".venv/bin/python -m prenorm_lib.lab.experiments list": "test_experiments_list_as_typed",
     ".venv/bin/ruff check .": ".ci/run",
     ".venv/bin/pytest -q -n 2 tests --ignore=tests/course/browser -p no:cacheprovider": ".ci/run",
     ".venv/bin/pytest -q --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg "
-    "-p no:cacheprovider -n 2 --dist loadfile notebooks/[0-9][0-9]_*.ipynb notebooks/exercises/[0-9][0-9]_*.ipynb":
+    "-p no:cacheprovider -n 2 --dist loadfile notebooks/[0-9][0-9]_*_solutions.ipynb "
+    "notebooks/exercises/[0-9][0-9]_*.ipynb":
         ".ci/run",
     ".venv/bin/python -m prenorm_course.exercises verify": ".ci/run",
     ".venv/bin/pytest -q tests/course/browser -p no:cacheprovider": ".ci/run",
@@ -618,7 +627,7 @@ def makefile_recipes() -> str:
     """The Makefile's recipes with its variables written out as the shell sees them."""
     text = (REPO_ROOT / "Makefile").read_text()
     nbval = re.search(r"^NBVAL\s*:=\s*(.+)$", text, re.MULTILINE).group(1).strip()
-    for variable, value in (("NBVAL", nbval), ("SOLUTION_NOTEBOOKS", "notebooks/[0-9][0-9]_*.ipynb"),
+    for variable, value in (("NBVAL", nbval), ("SOLUTION_NOTEBOOKS", f"notebooks/{SOLUTION_GLOB}"),
                             ("EXERCISE_NOTEBOOKS", "notebooks/exercises/[0-9][0-9]_*.ipynb"),
                             ("PY", ".venv/bin/python"), ("BIN", ".venv/bin")):
         text = text.replace(f"$({variable})", value)
@@ -652,12 +661,12 @@ def test_a_command_without_a_test_is_found():
     assert ".venv/bin/pytest -q tests/course/browser" + " -x" not in makefile_recipes()
 
 
-def test_the_hub_link_is_printed(checkout: Path):
-    command = ".venv/bin/python -m prenorm_course.hub link --url https://hub.example.org --notebook 01_rmsnorm.ipynb"
-    result = subprocess.run(command, shell=True, cwd=checkout, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, said(result)
-    assert result.stdout.startswith("https://hub.example.org/hub/user-redirect/git-pull?repo="), said(result)
-    assert "01_rmsnorm.ipynb" in result.stdout, said(result)
+def test_the_limits_table_as_typed(checkout: Path):
+    """grader.md's table of limits is what the command it names prints."""
+    result = subprocess.run(".venv/bin/python -m prenorm_course.exercises.limits", shell=True, cwd=checkout,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip(), said(result)
+    assert result.stdout.strip() in (checkout / "docs" / "grader.md").read_text(encoding="utf-8"), said(result)
 
 
 def test_experiments_list_as_typed(checkout: Path):
@@ -681,9 +690,10 @@ def test_trusted_grading_says_so(checkout: Path):
 
 @pytest.mark.slow
 def test_reexecuting_a_notebook_as_typed(checkout: Path, tmp_path: Path):
-    notebook = checkout / "notebooks" / "01_rmsnorm.ipynb"
+    notebook = checkout / "notebooks" / "01_rmsnorm_solutions.ipynb"
     before = notebook.stat().st_mtime
-    result = subprocess.run(".venv/bin/jupyter nbconvert --to notebook --execute --inplace notebooks/01_rmsnorm.ipynb",
+    result = subprocess.run(".venv/bin/jupyter nbconvert --to notebook --execute --inplace "
+                            "notebooks/01_rmsnorm_solutions.ipynb",
                             shell=True, cwd=checkout, capture_output=True, text=True, timeout=900,
                             env=jupyter_home(tmp_path))
     assert result.returncode == 0, said(result)
@@ -692,7 +702,7 @@ def test_reexecuting_a_notebook_as_typed(checkout: Path, tmp_path: Path):
 
     cells = nbformat.read(notebook, as_version=4).cells
     assert all(cell.execution_count for cell in cells if cell.cell_type == "code" and cell.source.strip())
-    shutil.copy2(REPO_ROOT / "notebooks" / "01_rmsnorm.ipynb", notebook)  # the copy as it was, for later tests
+    shutil.copy2(REPO_ROOT / "notebooks" / notebook.name, notebook)  # the copy as it was, for later tests
 
 
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.org",

@@ -31,7 +31,7 @@ from prenorm_course.exercises import inert, sandbox
 from prenorm_course.exercises.grade import learner_notebooks
 from prenorm_course.exercises.kernel import Kernel
 from prenorm_course.exercises.limits import LIMITS
-from prenorm_course.exercises.paths import repo_root
+from prenorm_course.exercises.paths import repo_root, solution_notebooks
 from prenorm_course.exercises.sandbox import CONFINED, CourseFiles, Sandbox
 from prenorm_course.exercises.tables import ClassTable, Copy
 
@@ -137,7 +137,7 @@ def test_shared_folders_stay_empty():
 
 def test_the_course_solution_notebooks_cannot_be_read():
     root = repo_root()
-    solutions = sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    solutions = solution_notebooks(root)
     assert solutions
     with _kernel() as kernel:
         out = _out(kernel.run_cell(
@@ -192,7 +192,7 @@ def test_the_command_line_refuses_without_confinement(monkeypatch, capsys, tmp_p
 
 
 def test_symlinks_are_not_collected_as_submissions(tmp_path: Path):
-    solution = sorted((repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb"))[0]
+    solution = solution_notebooks(repo_root())[0]
     (tmp_path / "mallory").mkdir()
     (tmp_path / "mallory" / solution.name).symlink_to(solution)
     (tmp_path / "eve").symlink_to(solution.parent, target_is_directory=True)

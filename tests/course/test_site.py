@@ -82,7 +82,7 @@ def small_site(tmp_path):
     (folder / "exercises").mkdir(parents=True)
     maths = nbformat.v4.new_markdown_cell("# 1 · A lesson\n\nThe norm $\\sqrt{x}$ and\n\n$$\\frac{a}{b}$$")
     notebook = executed([maths, live_figure_cell()], widget_state(*LIVE_FIGURE_MODELS))
-    nbformat.write(notebook, folder / "01_lesson.ipynb")
+    nbformat.write(notebook, folder / "01_lesson_solutions.ipynb")
     nbformat.write(nbformat.v4.new_notebook(cells=[maths]), folder / "exercises" / "01_lesson.ipynb")
     out = tmp_path / "site"
     site.build(folder, tmp_path / "no-figures", out)
@@ -157,11 +157,13 @@ def test_solution_markers_are_hidden_and_every_figure_has_a_description():
 
 def test_links_between_course_notebooks_lead_to_their_pages():
     text = ("Next: [notebook 2](02_swiglu_silu_relu.ipynb), its [controls](02_swiglu_silu_relu.ipynb#controls); "
-            "[the data](data/02_table.ipynb.json) and [elsewhere](https://example.org/03_rope.ipynb) stay.")
+            "[the data](data/02_table.ipynb.json) and [elsewhere](https://example.org/03_rope.ipynb) stay; "
+            "[solved](03_rope_solutions.ipynb).")
     notebook = site.make_static(executed([nbformat.v4.new_markdown_cell(text)], {}))
-    assert notebook.cells[0].source == (
+    assert notebook.cells[0].source == (  # a solution notebook's page is named as its exercise: 03_rope.html
         "Next: [notebook 2](02_swiglu_silu_relu.html), its [controls](02_swiglu_silu_relu.html#controls); "
-        "[the data](data/02_table.ipynb.json) and [elsewhere](https://example.org/03_rope.ipynb) stay.")
+        "[the data](data/02_table.ipynb.json) and [elsewhere](https://example.org/03_rope.ipynb) stay; "
+        "[solved](03_rope.html).")
 
 
 def test_index_figures_use_the_description_their_png_carries(tmp_path):
@@ -180,10 +182,11 @@ def test_index_figures_use_the_description_their_png_carries(tmp_path):
     assert description == "Figure: Loss by layer; loss against layer."
     folder = tmp_path / "notebooks"
     folder.mkdir()
-    lesson = executed([nbformat.v4.new_markdown_cell("# 1 · A lesson\n\nWords.")], {})
-    nbformat.write(lesson, folder / "01_lesson.ipynb")
+    lesson = executed([nbformat.v4.new_markdown_cell("# 1 · A lesson — solutions\n\nWords.")], {})
+    nbformat.write(lesson, folder / "01_lesson_solutions.ipynb")
     site.build(folder, tmp_path / "figures", tmp_path / "site")
     index = (tmp_path / "site" / "index.html").read_text()
+    assert "1 · A lesson" in index and "— solutions" not in index  # the index lists lessons, not the mark
     assert 'alt="Figure: Loss by layer; loss against layer."' in index
 
 
@@ -195,7 +198,7 @@ def test_deep_dives_are_marked_and_folded_answers_stay_folded(tmp_path):
     answer.outputs = [nbformat.v4.new_output("stream", name="stdout", text="the answer\n")]
     folded = nbformat.from_dict(answer)
     folded.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": True}
-    nbformat.write(executed([deep, answer], {}), folder / "01_lesson.ipynb")
+    nbformat.write(executed([deep, answer], {}), folder / "01_lesson_solutions.ipynb")
     nbformat.write(nbformat.v4.new_notebook(cells=[deep, folded]), folder / "exercises" / "01_lesson.ipynb")
     out = tmp_path / "site"
     site.build(folder, tmp_path / "no-figures", out)

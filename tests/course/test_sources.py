@@ -60,7 +60,7 @@ def tiny_course(tmp_path: Path, prose: str = PROSE, extra: str = "") -> Path:
     (tmp_path / "docs").mkdir()
     cells = [{"cell_type": "markdown", "metadata": {}, "source": prose}]
     notebook = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
-    (tmp_path / "notebooks" / "01_tiny.ipynb").write_text(json.dumps(notebook))
+    (tmp_path / "notebooks" / "01_tiny_solutions.ipynb").write_text(json.dumps(notebook))
     (tmp_path / "docs" / "sources.toml").write_text(SOURCES + extra)
     return tmp_path
 

@@ -20,7 +20,7 @@ from prenorm_course.exercises.build import read_notebook
 from prenorm_course.exercises.kernel import ERROR, OK, CellRun, Kernel
 from prenorm_course.exercises.leaks import LIBRARY_ANSWERS
 from prenorm_course.exercises.markers import Exercise
-from prenorm_course.exercises.paths import repo_root
+from prenorm_course.exercises.paths import repo_root, solution_path
 from prenorm_course.exercises.sandbox import CONFINED, CourseFiles, Sandbox
 from prenorm_course.exercises.verify import filled_in
 from prenorm_course.exercises.withheld import MARKER, WITHHELD, withheld_files, withheld_source
@@ -144,7 +144,7 @@ def test_a_copy_of_the_library_run_through_exec_does_not_pass_4_3():
     """It passed before (its source names no library call; the attention came from the library's own text)."""
     root = repo_root()
     name = "04_attention.ipynb"
-    nb = filled_in(read_notebook(root / "notebooks" / "exercises" / name), read_notebook(root / "notebooks" / name))
+    nb = filled_in(read_notebook(root / "notebooks" / "exercises" / name), read_notebook(solution_path(root, name)))
     cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# Exercise 4.3"))
     cell.source = ("# Exercise 4.3: scaled dot-product attention with a boolean mask\n"
                    "import prenorm_lib.functional as _f\n_ns = {}\nexec(open(_f.__file__).read(), _ns)\n"

@@ -20,7 +20,7 @@ from withheld_routes import ATTEMPT
 from prenorm_course.exercises import check
 from prenorm_course.exercises.build import read_notebook
 from prenorm_course.exercises.kernel import OK, Kernel
-from prenorm_course.exercises.paths import repo_root
+from prenorm_course.exercises.paths import repo_root, solution_path
 from prenorm_course.exercises.sandbox import CONFINED, CourseFiles, Sandbox
 from prenorm_course.exercises.verify import filled_in
 from prenorm_course.exercises.withheld import MARKER, withheld_files
@@ -134,7 +134,7 @@ def test_the_hidden_call_passes_5_1_where_the_library_is_whole(capsys):
 @pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap confines kernels on Linux only")
 def test_the_hidden_call_fails_5_1_in_the_graded_kernel_and_5_2_5_3_still_pass():
     root = repo_root()
-    nb = filled_in(read_notebook(root / "notebooks" / "exercises" / NAME), read_notebook(root / "notebooks" / NAME))
+    nb = filled_in(read_notebook(root / "notebooks" / "exercises" / NAME), read_notebook(solution_path(root, NAME)))
     cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# Exercise 5.1"))
     cell.source = HIDDEN_CALL
     result = check.check_notebook(nb, NAME, root, 60)

@@ -20,7 +20,7 @@ from withheld_routes import ATTEMPT
 from prenorm_course.exercises import check, withheld
 from prenorm_course.exercises.build import read_notebook
 from prenorm_course.exercises.kernel import OK, Kernel
-from prenorm_course.exercises.paths import repo_root
+from prenorm_course.exercises.paths import repo_root, solution_path
 from prenorm_course.exercises.sandbox import CONFINED, CourseFiles, Sandbox
 from prenorm_course.exercises.verify import filled_in
 from prenorm_course.exercises.withheld import MARKER
@@ -200,7 +200,7 @@ def graded(cell_sources: dict[str, str]) -> dict[str, tuple[str, str]]:
     """``check`` of the course solution of 01 with the exercise cells ``cell_sources`` (by exercise id) put in."""
     root = repo_root()
     nb = filled_in(read_notebook(root / "notebooks" / "exercises" / NOTEBOOK),
-                   read_notebook(root / "notebooks" / NOTEBOOK))
+                   read_notebook(solution_path(root, NOTEBOOK)))
     for exercise_id, source in cell_sources.items():
         cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith(f"# Exercise {exercise_id}"))
         cell.source = f"{cell.source.splitlines()[0]}\n{source}"  # the exercise's own header line

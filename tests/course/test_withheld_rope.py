@@ -17,7 +17,7 @@ from withheld_routes import ATTEMPT
 from prenorm_course.exercises import check
 from prenorm_course.exercises.build import read_notebook
 from prenorm_course.exercises.kernel import OK, Kernel
-from prenorm_course.exercises.paths import repo_root
+from prenorm_course.exercises.paths import repo_root, solution_path
 from prenorm_course.exercises.sandbox import CONFINED, CourseFiles, Sandbox
 from prenorm_course.exercises.verify import filled_in
 from prenorm_course.exercises.withheld import MARKER, WITHHELD
@@ -88,7 +88,7 @@ TABLE_BY_GETATTR = ("# Exercise 3.1: build the cos/sin cache\n"
 def _with_cheat():
     root = repo_root()
     nb = filled_in(read_notebook(root / "notebooks" / "exercises" / NOTEBOOK),
-                   read_notebook(root / "notebooks" / NOTEBOOK))
+                   read_notebook(solution_path(root, NOTEBOOK)))
     cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# Exercise 3.1"))
     cell.source = TABLE_BY_GETATTR
     return nb

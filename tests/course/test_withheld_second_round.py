@@ -16,7 +16,7 @@ import pytest
 
 from prenorm_course.exercises import check
 from prenorm_course.exercises.build import read_notebook
-from prenorm_course.exercises.paths import repo_root
+from prenorm_course.exercises.paths import repo_root, solution_path
 from prenorm_course.exercises.verify import filled_in
 from prenorm_course.exercises.withheld import MARKER
 
@@ -28,7 +28,7 @@ def graded(notebook: str, cell_sources: dict[str, str]) -> dict[str, tuple[str, 
     """``check`` of the course solution of ``notebook`` with the exercise cells ``cell_sources`` put in."""
     root = repo_root()
     nb = filled_in(read_notebook(root / "notebooks" / "exercises" / notebook),
-                   read_notebook(root / "notebooks" / notebook))
+                   read_notebook(solution_path(root, notebook)))
     for exercise_id, source in cell_sources.items():
         cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith(f"# Exercise {exercise_id}"))
         cell.source = f"{cell.source.splitlines()[0]}\n{source}"

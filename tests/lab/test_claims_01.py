@@ -68,14 +68,16 @@ def test_derfs_domains_are_listed_not_cut_to_a_wide_range():
 
 
 def test_the_tuning_grid_described_is_the_records():
-    """§11's design text names dyt_tuning's grid: α₀ ∈ {0.5, 1, 2, 4}, three learning rates, RMSNorm four."""
+    """§11's design text names dyt_tuning's grids: DyT's α₀ ∈ {0.5, 1, 2, 4}, Derf's {0.0625, …, 0.5}, their
+    learning rates, RMSNorm's four."""
     from prenorm_lib.lab.experiments import dyt_tuning
 
     grids = dyt_tuning.CONFIG["grids"]
-    assert grids["dyt"]["alpha0s"] == grids["derf"]["alpha0s"] == [0.5, 1.0, 2.0, 4.0]
+    assert grids["dyt"]["alpha0s"] == [0.5, 1.0, 2.0, 4.0] and grids["derf"]["alpha0s"] == [0.0625, 0.125, 0.25, 0.5]
     assert grids["dyt"]["lrs"] == [1e-3, 3e-3, 1e-2] and grids["rmsnorm"]["lrs"] == [1e-3, 3e-3, 1e-2, 3e-2]
+    assert grids["derf"]["lrs"] == [3e-3, 1e-2, 3e-2]
     text = prose()
-    assert r"$\alpha_0 \in \{0.5, 1, 2, 4\}$" in text
+    assert r"$\alpha_0 \in \{0.5, 1, 2, 4\}$" in text and r"$\alpha_0 \in \{0.0625, 0.125, 0.25, 0.5\}$" in text
     assert r"\{0.5, 1.0\}" not in text
 
 

@@ -8,7 +8,9 @@ verdict reads the record's paired seeds.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
+import nbformat
 import pytest
 import torch
 
@@ -35,18 +37,25 @@ def test_the_tuning_grid_tunes_alpha0_only_where_there_is_one():
     assert dyt_tuning.settings(config, "rmsnorm") == [{"lr": lr} for lr in config["grids"]["rmsnorm"]["lrs"]]
     grid = config["grids"]["dyt"]
     assert len(dyt_tuning.settings(config, "dyt")) == len(grid["lrs"]) * len(grid["alpha0s"])
-    assert {"lr": 1e-2, "alpha0": 1.0} in dyt_tuning.settings(config, "derf")
+    assert {"lr": 1e-2, "alpha0": 0.25} in dyt_tuning.settings(config, "derf")
 
 
-def test_every_chosen_setting_lies_inside_its_grid():
-    """A choice at the grid's edge would say the grid was too small to tune that variant."""
+def test_every_chosen_setting_lies_inside_its_grid_or_is_declared_not_to():
+    """A choice at the grid's edge says the grid was too small to tune that variant: allowed only where
+    dyt_tuning.UNBRACKETED declares it (and then it must be at the edge, and notebook 01 must say so)."""
     config = dyt_tuning.CONFIG
+    at_edge = set()
     for size, by_kind in dyt_tuning.chosen(experiments.load("dyt_tuning")).items():
         for kind, setting in by_kind.items():
             grid = config["grids"][kind]
             for name, values in (("lr", grid["lrs"]), ("alpha0", grid.get("alpha0s"))):
-                if values:
-                    assert values[0] < setting[name] < values[-1], (size, kind, setting)
+                if values and not values[0] < setting[name] < values[-1]:
+                    at_edge.add((size, kind, name))
+    assert at_edge == set(dyt_tuning.UNBRACKETED)
+    text = " ".join(" ".join(cell.source.split()) for cell in nbformat.read(
+        Path(__file__).parents[2] / "notebooks" / "01_rmsnorm_solutions.ipynb", as_version=4).cells
+        if cell.cell_type == "markdown")
+    assert "lowest α₀ tried" in text and "under-tuned" in text
 
 
 def test_a_small_training_set_is_evenly_spaced_chunks_of_the_full_one(corpus):

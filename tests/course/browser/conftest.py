@@ -1,6 +1,6 @@
 """Fixtures for the browser tests: the system Chromium, JupyterLab, and the report.
 
-The course notebooks are notebooks/[0-9][0-9]_*.ipynb; PRENORM_NOTEBOOKS points
+The course notebooks are notebooks/[0-9][0-9]_*_solutions.ipynb; PRENORM_NOTEBOOKS points
 the tests at another folder of the same shape (used while developing them).
 Screenshots and the timing report go to test-artifacts/browser/ (git-ignored).
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from prenorm_course.classroom import write_dashboard
+from prenorm_course.exercises.paths import SOLUTION_GLOB
 from prenorm_course.measurements import LoadWatch
 
 from ._checks import PAINT_SCRIPT
@@ -35,7 +36,7 @@ def notebook_folder() -> Path:
 
 def course_notebooks() -> list[Path]:
     """The numbered course notebooks, in course order."""
-    return sorted(notebook_folder().glob("[0-9][0-9]_*.ipynb"))
+    return sorted(notebook_folder().glob(SOLUTION_GLOB))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -46,7 +47,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if found:
         metafunc.parametrize("course_notebook", found, ids=[p.stem for p in found])
     else:
-        reason = f"no [0-9][0-9]_*.ipynb notebooks in {notebook_folder()}"
+        reason = f"no {SOLUTION_GLOB} notebooks in {notebook_folder()}"
         metafunc.parametrize("course_notebook", [pytest.param(None, marks=pytest.mark.skip(reason=reason))])
 
 

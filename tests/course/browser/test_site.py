@@ -98,7 +98,7 @@ def test_every_page_and_image_of_the_site_loads(page, built_site: Path, artifact
         assert pages >= len(lessons) + 1, f"only {pages} pages reached from the index"
         for notebook in lessons:
             expected = widget_views(notebook)
-            page.goto(f"{base}/{notebook.stem}.html")
+            page.goto(f"{base}/{site.page_stem(notebook)}.html")
             notes = page.locator(".static-widget-note").count()
             assert notes == expected, f"{notebook.stem}: {notes} slider notes for {expected} widget outputs"
             pictures = page.locator(".jp-OutputArea:has(.static-widget-note) img").count()
@@ -132,7 +132,7 @@ SITE_WIDTHS = (390, 1366)
 
 
 def test_no_code_is_cut_off(page, built_site: Path, timing_report) -> None:
-    lessons = [notebook.stem for notebook in course_notebooks()]
+    lessons = [site.page_stem(notebook) for notebook in course_notebooks()]
     pages = [*lessons, *(f"exercises/{stem}" for stem in lessons)]
     clipped: dict[str, list[str]] = {}
     with static_site(built_site) as base:
