@@ -46,3 +46,26 @@ def test_every_sweep_row_builds_and_trains(corpus):
         config = dataclasses.replace(TrainConfig(steps=2, warmup_steps=0, eval_every=2, eval_batches=1,
                                                  batch_size=2, context_length=8), **row.get("train", {}))
         assert train(model, corpus, config, progress=False).diverged_at is None, name
+
+
+def test_the_sweeps_figure_tells_every_row_apart_without_colour():
+    """Each row of the sweep has its own dash or marker: printed in grey, eleven lines stay eleven."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from prenorm_lib.lab import plotting
+    from prenorm_lib.lab.figures.placement import plot_lr_sweep
+
+    lrs = frontier_lr_sweep.CONFIG["lrs"]
+    losses = np.linspace(2.2, 3.0, 2 * len(lrs)).reshape(2, len(lrs))  # (seeds, lrs), made up
+    summary = {block: {"loss": losses, "loss_mean": losses.mean(axis=0), "logit": 10 * losses,
+                       "logit_median": 10 * losses.mean(axis=0)} for block in frontier_lr_sweep.CONFIG["blocks"]}
+    with plt.rc_context(plotting.HOUSE_STYLE):
+        fig = plot_lr_sweep(summary, lrs)
+    try:
+        assert plotting.legend_entries_alike(fig) == []
+    finally:
+        plt.close(fig)

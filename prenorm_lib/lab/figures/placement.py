@@ -35,7 +35,7 @@ from prenorm_lib.lab.placement_measurements import (
     residual_norms_over_seeds,
     theorem1_arrays,
 )
-from prenorm_lib.lab.plotting import COLORS, DASHES, mean_band
+from prenorm_lib.lab.plotting import COLORS, DASHES, OKABE_ITO, mean_band
 from prenorm_lib.lab.sliders import LiveFigure
 from prenorm_lib.lab.train import History
 
@@ -68,6 +68,10 @@ VARIANT_STYLES = {
     "post-norm": (COLORS["post"], "-"),
     "Mix-LN": (COLORS["swiglu"], "-."),
     "LayerNorm Scaling": (COLORS["gelu"], (0, (5, 1, 1, 1, 1, 1))),
+    "pre-norm + QK-clip (Kimi K2, τ = 100)": (OKABE_ITO["sky_blue"], "--"),
+    "pre-norm + soft-capping (Gemma 2, 50 / 30)": (OKABE_ITO["reddish_purple"], (0, (3, 1, 1, 1))),
+    "pre-norm + z-loss (PaLM, 1e-4)": (OKABE_ITO["grey"], (0, (1, 1))),
+    "DyT in place of RMSNorm (Zhu et al. 2025)": (OKABE_ITO["black"], (0, (6, 2, 1, 2))),
 }
 # the second cue of the frontier sweep: one marker per block type, so that lines of similar
 # colour (DeepNorm and post-norm, pre-norm and OLMo 2 under deuteranopia) stay apart
@@ -82,6 +86,10 @@ VARIANT_MARKERS = {
     "DeepNorm": "X",
     "ReZero": "P",
     "post-norm": "*",
+    "pre-norm + QK-clip (Kimi K2, τ = 100)": "h",
+    "pre-norm + soft-capping (Gemma 2, 50 / 30)": "d",
+    "pre-norm + z-loss (PaLM, 1e-4)": "p",
+    "DyT in place of RMSNorm (Zhu et al. 2025)": "<",
 }
 
 
@@ -360,9 +368,13 @@ def plot_gradient_by_layer(at_init: Mapping[str, np.ndarray], trained: Mapping[s
             if not len(finite):
                 continue
             blocks = np.arange(1, finite.shape[1] + 1)
-            ax.plot(blocks, np.exp(np.log(finite).mean(axis=0)), linestyle=style, color=color,
+            with np.errstate(divide="ignore"):  # a gradient stored as 0 has no logarithm
+                center = np.exp(np.log(finite).mean(axis=0))
+            shown = center > 0  # a block whose gradient rounds to 0 in a seed has no point on a log scale
+            ax.plot(blocks[shown], center[shown], linestyle=style, color=color,
                     marker=VARIANT_MARKERS.get(placement, "o"), markersize=5, label=placement)
-            ax.fill_between(blocks, finite.min(axis=0), finite.max(axis=0), color=color, alpha=0.15, linewidth=0)
+            ax.fill_between(blocks[shown], finite.min(axis=0)[shown], finite.max(axis=0)[shown], color=color,
+                            alpha=0.15, linewidth=0)
         ax.set(yscale="log", xlabel="block (input side = 1)", title=title)
         ax.set_xticks(np.arange(1, next(iter(arrays.values())).shape[1] + 1))
     axes[0].set_ylabel("gradient norm of the block's parameters")
@@ -377,7 +389,8 @@ def plot_depth_transfer(losses: Mapping[str, np.ndarray], depths: Sequence[int],
     ``losses[name]`` is (n_seeds, n_depths, n_lrs); the line is the mean over the seeds that
     finished, the band their range; the marker on each line is its lowest point.
     """
-    fig, axes = plt.subplots(1, len(losses), figsize=(4.4 * len(losses), 4.0), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(losses), figsize=(min(11.0, 4.4 * len(losses)), 4.0), sharey=True,
+                             squeeze=False)  # no wider than the notebook's column, where text keeps its size
     lrs_arr = np.asarray(lrs, dtype=float)
     shades = [COLORS["input"], COLORS["pre"], COLORS["reference"], COLORS["post"]]
     for ax, (name, runs) in zip(axes[0], losses.items(), strict=True):
