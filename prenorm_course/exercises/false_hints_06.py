@@ -25,9 +25,9 @@ import linecache
 from functools import cache
 
 from prenorm_course.exercises.markers import exercise_header
-from prenorm_course.exercises.paths import repo_root
+from prenorm_course.exercises.paths import repo_root, solution_path
 
-NOTEBOOK = "notebooks/06_your_transformer.ipynb"
+NOTEBOOK = "06_your_transformer.ipynb"  # its solution notebook holds the solution cells
 IMPORTS = "import math\n\nimport torch\nfrom torch import nn\n\nfrom prenorm_lib import RMSNorm\n"
 # what each checker is called with: names the learner's cells define
 CHECKED = {"6.1": ("MyLinear",), "6.2": ("MyEmbedding",), "6.3": ("MySwiGLU",), "6.4": ("MyRoPE",),
@@ -367,7 +367,7 @@ class MyCachedAttention(MyAttention):
 @cache
 def solution_cells() -> dict[str, str]:
     """Notebook 06's exercise cells as the solutions notebook holds them (markers are comments: they run as is)."""
-    notebook = json.loads((repo_root() / NOTEBOOK).read_text(encoding="utf-8"))
+    notebook = json.loads(solution_path(repo_root(), NOTEBOOK).read_text(encoding="utf-8"))
     cells = {}
     for cell in notebook["cells"]:
         source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
