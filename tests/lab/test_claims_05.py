@@ -74,3 +74,10 @@ def test_dyt_is_not_run_at_its_papers_llm_setting():
 ])
 def test_frontier_wording_follows_the_sources(wrong):
     assert wrong not in markdown()
+
+
+@pytest.mark.parametrize("placeholder", ["VERDICT-SWEEP", "VERDICT-MIX", "VERDICT-DEPTH", "SWEEP-ROWS", "MIX-ROWS",
+                                         "DEPTH-ROWS"])
+def test_every_frontier_verdict_is_written(placeholder):
+    """§8/§9: each record's verdict paragraph and table rows are written from its printed intervals."""
+    assert placeholder not in markdown()
