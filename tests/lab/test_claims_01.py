@@ -97,7 +97,7 @@ def test_dyts_alpha0_quote_has_one_section_everywhere():
 # A second fresh reading of §11 against the papers and the records it prints (issue 39 item 3, issue 40 item 1).
 
 def test_a_not_separated_change_is_not_called_no_change():
-    """§11: DyT's gap at 256 KiB minus at all is −0.004 [−0.033, +0.025]: not separated, which is not "does not change"."""
+    """§11: DyT's gap at 256 KiB minus at all, −0.004 [−0.033, +0.025], is not separated: not "does not change"."""
     text = prose()
     assert "it does not change (not separated)" not in text
     assert "no change is separated (DyT −0.004 [−0.033, +0.025]" in text
