@@ -92,3 +92,63 @@ def test_dyts_alpha0_quote_has_one_section_everywhere():
     assert "careful tuning of" in text and "(§7)" in text.split("careful tuning of")[1][:80]
     assert '(§7:\n"careful tuning of α0' in inspect.getsource(dyt_tuning)
     assert "DyT §7, Derf §6" in inspect.getsource(dyt_data_size)
+
+
+# A second fresh reading of §11 against the papers and the records it prints (issue 39 item 3, issue 40 item 1).
+
+def test_a_not_separated_change_is_not_called_no_change():
+    """§11: DyT's gap at 256 KiB minus at all, −0.004 [−0.033, +0.025], is not separated: not "does not change"."""
+    text = prose()
+    assert "it does not change (not separated)" not in text
+    assert "no change is separated (DyT −0.004 [−0.033, +0.025]" in text
+
+
+def test_small_text_is_not_said_to_make_every_model_memorise():
+    """§11: the record's training losses on 16 KiB are 1.49 (RMSNorm), 1.99 (DyT), 2.07 (Derf) against held-out
+    2.18, 2.25, 2.30: RMSNorm fits far more closely; "every model memorises" is not what the record shows."""
+    text = prose()
+    assert "every model memorises" not in text
+    assert "training loss over the last 100 updates about 1.49, DyT's 1.99, Derf's 2.07" in text
+
+
+def test_one_tuning_seed_does_not_measure_seed_noise():
+    """§11: one held-out seed cannot say what "one seed can tell apart"."""
+    text = prose()
+    assert "less than one seed can tell apart" not in text
+    assert "0.007 on this one seed" in text
+
+
+def test_largest_gap_names_its_non_separation():
+    """§11: DyT's gap on all of the text (0.352) is not separated from 256 KiB's (0.348)."""
+    text = prose()
+    assert "where DyT's gap here is largest." not in text
+    assert "largest (with 256 KiB's, from which it is not separated)" in text
+
+
+def test_vermas_tokens_per_parameter_is_not_read_as_bytes_read_alone():
+    """§11: Verma's abstract counts T/P on its token axis (1M–118M) without saying how often they are read."""
+    text = prose()
+    assert "below Verma's $T/P$ of 1.84, in the regime that study calls compute-limited" not in text
+    assert "without saying there how often those tokens are read" in text
+
+
+def test_nanochats_twelve_tokens_per_parameter_is_the_scripts_default():
+    """§11: nanochat's 12 is `--target-param-data-ratio`'s default over scaling parameters (matrices + lm_head);
+    the log does not say how long the DyT runs were."""
+    text = prose()
+    assert "Its d12 model trains on 12 tokens per parameter" not in text
+    assert "the log does not say how long its DyT runs were" in text
+
+
+def test_the_gap_is_not_said_to_shrink_with_any_less_data():
+    """Summary and claims table: the gap is smaller on 16 KiB than on all; 256 KiB against all is not separated."""
+    text = prose()
+    assert "shrinks with less data" not in text
+    assert text.count("256 KiB against all") >= 2
+
+
+def test_s_curve_r2_is_read_from_the_figure():
+    """§11: the R² values are printed only in the figure; a line's 0.98 is not "as well" as a tanh's 0.99."""
+    text = prose()
+    assert "it as well as the tanh does" not in text
+    assert "$R^2$ read from the figure" in text
