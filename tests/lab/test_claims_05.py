@@ -101,3 +101,13 @@ def test_readme_does_not_say_the_stabilisers_keep_the_highest_rate_trainable():
     """README: pre-norm trains at lr 0.3 too; the stabilisers lower its loss there."""
     readme = (NOTEBOOKS.parent / "README.md").read_text(encoding="utf-8")
     assert "keep the highest learning rate trainable" not in readme
+
+
+@pytest.mark.parametrize("wrong", [
+    # the scaled init and DeepNorm train without warmup at lr 1e-2 only; at 3e-2 both stall in every seed
+    "lets post-norm train without warmup (section 5's grid)",
+    # §3 measured the fall on the proxy and calls it "consistent with ..., not a proof"
+    "locate where pre-norm's falling gradient profile comes from",
+])
+def test_section6_and_summary_keep_the_grids_and_the_proxys_limits(wrong):
+    assert wrong not in markdown()
