@@ -128,3 +128,10 @@ def test_03_ntk_helps_on_the_grammar_at_2x_not_everywhere():
     text = prose()
     assert "NTK-aware Θ, not position interpolation, is the rescaling that helps here" not in text
     assert "on the grammar at twice the training length NTK-aware Θ" in text
+
+
+def test_03_barbero_has_a_measured_test_beyond_the_abstract():
+    """§10: the abstract names no measure, but the paper trains Gemma 2B models and compares perplexity (Table 2)."""
+    text = prose()
+    assert "the abstract names no measure or size to set beside ours" not in text
+    assert "trains Gemma 2B models from scratch" in text
