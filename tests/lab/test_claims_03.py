@@ -135,3 +135,10 @@ def test_03_barbero_has_a_measured_test_beyond_the_abstract():
     text = prose()
     assert "the abstract names no measure or size to set beside ours" not in text
     assert "trains Gemma 2B models from scratch" in text
+
+
+def test_03_no_lasting_advantage_is_a_non_separation_with_an_untested_reason():
+    """§8: after 1000 updates RoPE − absolute is −0.001 [−0.003, +0.001]: not separated, and the why was not varied."""
+    text = prose()
+    assert "no lasting advantage: sentences are short" not in text
+    assert "no advantage that is still separated after 1000 updates. A likely reason, not tested here" in text
