@@ -26,8 +26,8 @@ from prenorm_lib.checks.catalogue import EXERCISES
 
 FILE = "AGENTS.md"
 # Exercise -> the checker's catalogue of typical mistakes: (module of prenorm_lib.checks, attribute). Each item
-# of a catalogue is (wrong variant, hint), or a name mapped to one. A test ties this table to the checkers:
-# every *MISTAKES catalogue they define is listed here.
+# of a catalogue is (wrong variant, hint), a name mapped to one, or a name mapped to the hint alone. A test
+# ties this table to the checkers: every *MISTAKES catalogue they define is listed here.
 HINT_CATALOGUES = {
     "1.1": ("rmsnorm", "MISTAKES"),
     "3.1": ("rope", "CACHE_MISTAKES"),
@@ -37,6 +37,7 @@ HINT_CATALOGUES = {
     "4.4": ("attention", "MHSA_MISTAKES"),
     "5.1": ("block", "PRE_NORM_MISTAKES"),
     "5.2": ("block", "_POST_NORM_MISTAKES"),
+    "6.9": ("model", "CACHED_MISTAKES"),
 }
 
 PREAMBLE = """\
@@ -93,7 +94,8 @@ def catalogued_hints(exercise_id: str) -> list[str]:
     module, name = HINT_CATALOGUES[exercise_id]
     catalogue = getattr(importlib.import_module(f"prenorm_lib.checks.{module}"), name)
     items = catalogue.values() if isinstance(catalogue, dict) else catalogue
-    return list(dict.fromkeys(hint for _variant, hint in items))
+    # an item is (wrong variant, hint), or the hint alone where the catalogue names its variants (6.9's)
+    return list(dict.fromkeys(item if isinstance(item, str) else item[1] for item in items))
 
 
 def render(root: Path) -> str:

@@ -39,7 +39,7 @@ import pytest
 
 from prenorm_course.exercises.build import read_notebook, write_notebook
 from prenorm_course.exercises.packages import GRADER_PACKAGES
-from prenorm_course.exercises.paths import repo_root, solution_path
+from prenorm_course.exercises.paths import repo_root, solution_name, solution_path
 from prenorm_course.exercises.verify import filled_in
 from prenorm_course.gradescope import __main__ as cli
 from prenorm_course.gradescope.autograder_zip import build_zip, grading_requirements
@@ -79,7 +79,7 @@ def test_the_zip_has_gradescopes_layout_and_the_pinned_requirements(tmp_path: Pa
     assert {"setup.sh", "run_autograder"} <= set(names)  # at the root of the archive, as Gradescope requires
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
     assert config == {"notebooks": [NOTEBOOK]}
-    assert f"notebooks/{NOTEBOOK}" in names and f"notebooks/exercises/{NOTEBOOK}" in names
+    assert f"notebooks/{solution_name(NOTEBOOK)}" in names and f"notebooks/exercises/{NOTEBOOK}" in names
     assert "prenorm_course/exercises/check.py" in names and "prenorm_lib/__init__.py" in names
     assert not [n for n in names if n.endswith(".pyc") or "__pycache__" in n]
     pins = {line.split("==")[0]: line for line in (root / "requirements.txt").read_text().splitlines() if "==" in line}

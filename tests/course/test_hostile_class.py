@@ -133,8 +133,9 @@ def test_one_hostile_learner_leaves_every_other_row_right_and_on_time(course: Pa
     # the slow notebook is stopped by a bound: the notebook's (cells each just under the cell limit) or, on a loaded
     # machine where one such cell runs past it with the CPU hogs beside it, the cell's; either leaves the class on time
     assert "notebook's time limit" in markdown or "did not stop when interrupted" in markdown
-    # about the time it takes without them: the hostile notebook costs one job slot its notebook limit at most
-    assert times["with the hostile learner"] < 2 * times["alone"], times
+    # about the time it takes without them: the hostile notebook holds one of the two job slots for its notebook
+    # limit at most, so the honest work runs on one slot meanwhile (at most twice as long) plus that limit
+    assert times["with the hostile learner"] < 2 * times["alone"] + LIMITS_HERE.notebook_seconds, times
 
 
 def write_figure(honest: int, alone: float, beside: float, load: measurements.LoadWatch | str,

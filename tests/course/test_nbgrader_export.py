@@ -29,7 +29,13 @@ import pytest
 from prenorm_course import nbgrader_export
 from prenorm_course.exercises.build import read_notebook
 from prenorm_course.exercises.markers import BEGIN, END, exercise_header
-from prenorm_course.exercises.paths import SOLUTION_TITLE_MARK, exercise_name, repo_root, solution_notebooks
+from prenorm_course.exercises.paths import (
+    SOLUTION_TITLE_MARK,
+    exercise_name,
+    repo_root,
+    solution_notebooks,
+    solution_path,
+)
 from prenorm_course.hub.distribution import HELD_BACK
 
 NBGRADER = os.environ.get("PRENORM_NBGRADER")
@@ -76,7 +82,7 @@ def test_make_nbgrader_export_writes_every_notebook_and_the_configuration():
 
 def test_a_check_cell_the_export_cannot_place_is_refused():
     root = repo_root()
-    solution = read_notebook(root / "notebooks" / f"{NOTEBOOK}.ipynb")
+    solution = read_notebook(solution_path(root, f"{NOTEBOOK}.ipynb"))
     exercise = read_notebook(root / "notebooks" / "exercises" / f"{NOTEBOOK}.ipynb")
     stale = copy.deepcopy(exercise)
     next(c for c in stale.cells if "prenorm" in c.metadata).id = "not-in-the-course"
@@ -128,7 +134,7 @@ def test_nbgrader_generates_the_assignment_and_autogrades_right_wrong_and_unfini
     release = json.loads((course / "release" / NOTEBOOK / f"{NOTEBOOK}.ipynb").read_text())
     released = "".join("".join(c["source"]) for c in release["cells"])
     assert BEGIN not in released and "raise NotImplementedError()" in released
-    solution = json.loads((root / "notebooks" / f"{NOTEBOOK}.ipynb").read_text())
+    solution = json.loads(solution_path(root, f"{NOTEBOOK}.ipynb").read_text())
     for who in ("right", "wrong", "unfinished"):
         folder = course / "submitted" / who / NOTEBOOK
         folder.mkdir(parents=True)

@@ -31,7 +31,7 @@ from prenorm_course.exercises import inert, sandbox
 from prenorm_course.exercises.grade import learner_notebooks
 from prenorm_course.exercises.kernel import Kernel
 from prenorm_course.exercises.limits import LIMITS
-from prenorm_course.exercises.paths import repo_root, solution_notebooks
+from prenorm_course.exercises.paths import repo_root, solution_notebooks, solution_path
 from prenorm_course.exercises.sandbox import CONFINED, CourseFiles, Sandbox
 from prenorm_course.exercises.tables import ClassTable, Copy
 
@@ -445,7 +445,7 @@ def test_a_notebook_that_fills_its_folder_still_gets_its_row(tmp_path: Path):
     root = repo_root()
     name = "01_rmsnorm.ipynb"
     learner = filled_in(read_notebook(root / "notebooks" / "exercises" / name),
-                        read_notebook(root / "notebooks" / name))
+                        read_notebook(solution_path(root, name)))
     cell = next(c for c in learner.cells if c.cell_type == "code" and c.source.startswith("# Exercise 1.1"))
     files = 2 * LIMITS.folder_bytes // 2**24
     cell.source += f"\nfor _n in range({files}):\n    open(f'fill-{{_n}}', 'wb').write(b'x' * 2**24)\n"

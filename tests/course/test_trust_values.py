@@ -16,7 +16,7 @@ from torch import nn
 
 from prenorm_course.exercises import check
 from prenorm_course.exercises.build import read_notebook
-from prenorm_course.exercises.paths import repo_root
+from prenorm_course.exercises.paths import repo_root, solution_path
 from prenorm_course.exercises.verify import filled_in
 from prenorm_lib import functional
 from prenorm_lib.checks import rmsnorm
@@ -96,7 +96,7 @@ def test_inline_the_checker_still_passes_a_module_whose_gain_is_a_parameter():
 def test_a_kernel_that_reports_a_plain_tensor_as_a_parameter_does_not_pass_1_2():
     root = repo_root()
     name = "01_rmsnorm.ipynb"
-    nb = filled_in(read_notebook(root / "notebooks" / "exercises" / name), read_notebook(root / "notebooks" / name))
+    nb = filled_in(read_notebook(root / "notebooks" / "exercises" / name), read_notebook(solution_path(root, name)))
     cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# Exercise 1.2"))
     cell.source = FORGED_PARAMETER
     result = check.check_notebook(nb, name, root, 60)
