@@ -141,3 +141,16 @@ def test_the_grader_docs_show_the_limits_as_they_are():
     from prenorm_course.exercises.limits import LIMITS
 
     assert LIMITS.table() in (repo_root() / "docs" / "grader.md").read_text(encoding="utf-8")
+
+
+def test_the_limits_table_check_sees_one_changed_limit():
+    """The two tests of grader.md's limits (this file's and test_the_limits_table_as_typed) fail on
+    purpose: a table with any one limit changed is not in the document."""
+    from dataclasses import fields, replace
+
+    from prenorm_course.exercises.limits import LIMITS
+
+    text = (repo_root() / "docs" / "grader.md").read_text(encoding="utf-8")
+    for limit in fields(LIMITS):
+        changed = replace(LIMITS, **{limit.name: getattr(LIMITS, limit.name) * 2 + 1})
+        assert changed.table() not in text, f"doubling {limit.name} left grader.md's table as it is"

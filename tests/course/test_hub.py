@@ -439,6 +439,10 @@ def test_feedback_goes_back_into_the_learners_home_as_the_learner(tmp_path: Path
         assert return_feedback(out, None) == {name: ["01_rmsnorm-feedback.md"]}
         returned = home / COURSE_FOLDER / "feedback" / "01_rmsnorm-feedback.md"
         assert returned.read_text() == "Exercise 1.3: a hint\n" and returned.stat().st_uid == pwd.getpwnam(name).pw_uid
+        # The hub test's ownership check, failing on purpose: the same file copied by the teacher (root) is not theirs.
+        by_teacher = returned.with_name("copied-by-root.md")
+        shutil.copyfile(returned, by_teacher)
+        assert by_teacher.stat().st_uid != pwd.getpwnam(name).pw_uid
     finally:
         accounts.remove(name)
 
