@@ -192,10 +192,15 @@ def table(measured: list[dict]) -> str:
 
         def pair(values: list[float]) -> str:
             return f"{percentile(values, 50):.1f} / {percentile(values, 95):.1f}" if values else "–"
-        kinds = sorted({f.split(":", 1)[0] for f in failures})
+        by_stage: dict[str, list[str]] = {}  # each failure is "stage: what was raised"
+        for failure in failures:
+            stage, _, said = failure.partition(": ")
+            by_stage.setdefault(stage, []).append(said)
+        named = "; ".join(f"{stage}" + (f" ×{len(said)}" if len(said) > 1 else "") + f": {said[0]}"
+                          for stage, said in sorted(by_stage.items()))
         rows.append(f"| {m['n']} | {len(spawn)} | {pair(spawn)} | {pair(notebook)} | "
                     + (f"{statistics.median(pss):.0f} / {max(pss):.0f}" if pss else "–")
-                    + f" | {len(failures)}" + (f" ({', '.join(kinds)}: {failures[0]})" if failures else "")
+                    + f" | {len(failures)}" + (f" ({named})" if failures else "")
                     + f" | {len(m['lost'])} | " + ("–" if m["stall"] is None else f"{100 * m['stall']:.0f} %")
                     + f" | {m['load_before'].split()[-3].rstrip(',')} → {m['load_after'].split()[-3].rstrip(',')} |")
     return "\n".join(rows)

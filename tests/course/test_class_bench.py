@@ -34,7 +34,14 @@ def test_the_class_table_counts_started_learners_failures_and_lost_work():
                 "load_after": "load average 9.0, 4.0, 1.0", "available_gib": 10.0, "stall": 0.21}
     table = class_bench.table([measured])
     row = table.splitlines()[-1]
-    assert row.startswith("| 10 | 9 | 14.0 / 18.0 | 24.0 / 28.0 | 504 / 509 | 1 (login and spawn: ")
+    assert row.startswith("| 10 | 9 | 14.0 / 18.0 | 24.0 / 28.0 | 504 / 509 | 1 (login and spawn: TimeoutError: the "
+                          "server had not started) |")
+    # several failures: each stage named once, with its count and its first message
+    two = dict(results, pnbench008=_result(failed="notebook 01: HTTPTimeoutError: Timeout during request"),
+               pnbench007=_result(failed="notebook 01: RuntimeError: notebook 01 raised NameError: x"))
+    row = class_bench.table([dict(measured, results=two)]).splitlines()[-1]
+    assert ("| 3 (login and spawn: TimeoutError: the server had not started; notebook 01 ×2: RuntimeError: "
+            "notebook 01 raised NameError: x) |") in row, row
     assert "| 1 | 21 % | 1.0 → 9.0 |" in row
     no_psi = dict(measured, stall=None, lost=[])
     assert "| 0 | – |" in class_bench.table([no_psi]).splitlines()[-1]
