@@ -173,17 +173,43 @@ def _applied_angles(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def _wrong_positions(x: torch.Tensor, got: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
-    """True if every token was turned by the angles of *some* position, but not always its own."""
+    """True if every token was turned by the angles of *some* position, and some token not by its own."""
     if got.shape != x.shape:
         return False
     x64, got64 = x.to(torch.float64), got.to(torch.float64)
     if not _close(x64.norm(dim=-1), got64.norm(dim=-1), atol=1e-3):
         return False
+
+    def gap(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # the largest angle between, over the pairs
+        turn = (a - b).remainder(2 * math.pi)
+        return torch.minimum(turn, 2 * math.pi - turn).amax(dim=-1)
+
     applied = _applied_angles(x64, got64)  # (..., T, d_k/2)
-    table = torch.atan2(sin, cos).to(torch.float64).reshape(-1, cos.shape[-1])  # (rows, d_k/2)
-    gap = (applied.unsqueeze(-2) - table).remainder(2 * math.pi)  # (..., T, rows, d_k/2)
-    gap = torch.minimum(gap, 2 * math.pi - gap).amax(dim=-1)  # (..., T, rows)
-    return bool((gap.amin(dim=-1) < 1e-3).all())
+    angles = torch.atan2(sin, cos).to(torch.float64)  # (..., T, d_k/2), broadcast against x's pairs
+    if bool((gap(applied, torch.broadcast_to(angles, applied.shape)) < 1e-3).all()):
+        return False  # every token at its own angles: whatever is wrong, it is not the positions
+    table = angles.reshape(-1, cos.shape[-1])  # (rows, d_k/2)
+    return bool((gap(applied.unsqueeze(-2), table).amin(dim=-1) < 1e-3).all())  # (..., T, rows) → (..., T)
+
+
+def _rotation_tolerance(x: torch.Tensor) -> tuple[float, float]:
+    """(atol, rtol) for a correct rotation of ``x`` in x's own dtype, against the exact one rounded once.
+
+    With u the dtype's unit roundoff, each output x1·cos − x2·sin computed in x's dtype carries
+    the rounding of cos and sin to that dtype, of each product and of the sum: at most
+    2u(|x1·cos| + |x2·sin|) + u·|out| ≤ (2√2 + 1)·u·‖(x1, x2)‖, and the exact answer's own
+    rounding adds u·‖(x1, x2)‖ more: 6u times the largest pair's length bounds both, however
+    the pair's terms cancel (the size of the result, which ``rtol`` scales, does not).
+    Never below ``tolerance``'s for the dtype.
+    """
+    atol, rtol = tolerance(x.dtype)
+    largest_pair = float(x.detach().double().unflatten(-1, (-1, 2)).norm(dim=-1).amax())
+    return max(atol, 6 * torch.finfo(x.dtype).eps / 2 * largest_pair), rtol
+
+
+def _exact_rotation(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The rotation in float64, rounded once to x's dtype: what ``_rotation_tolerance`` measures from."""
+    return functional.apply_rope(x.double(), cos.double(), sin.double()).to(x.dtype)
 
 
 def _packed_positions(gen: torch.Generator, seq_len: int = 6) -> torch.Tensor:
@@ -233,6 +259,8 @@ ROTATION_IN_PLACE = {
     "cos": "the cos/sin cache is shared by every layer and head: read it, never write into it",
     "sin": "the cos/sin cache is shared by every layer and head: read it, never write into it",
 }
+
+
 def _rotation_contract(rotate: Callable) -> None:
     """3.2 beyond its cases: a bfloat16 x (bfloat16 back), the gradients to x, cos and sin, a second call."""
     gen = fresh_generator()
@@ -242,10 +270,10 @@ def _rotation_contract(rotate: Callable) -> None:
     cos, sin = angles.cos().float(), angles.sin().float()
     x, again = torch.randn(2, T, d, generator=gen), torch.randn(2, T, d, generator=gen)
     half = x.bfloat16()
-    atol, rtol = tolerance(torch.bfloat16)
+    atol, rtol = _rotation_tolerance(half)
     expect_close("3.2", call_learner("3.2", rotate, half, cos, sin, arg_names=("x", "cos", "sin"),
                                      in_place=ROTATION_IN_PLACE),
-                 functional.apply_rope(half, cos, sin), f"rotated pairs do not match [case: bfloat16 x (2, {T}, {d})]",
+                 _exact_rotation(half, cos, sin), f"rotated pairs do not match [case: bfloat16 x (2, {T}, {d})]",
                  atol=atol, rtol=rtol, dtype_hint="return x's dtype: cast cos and sin to x.dtype before multiplying")
     expect_input_gradients("3.2", rotate, (x, cos, sin), functional.apply_rope, ("x", "cos", "sin"))
     expect_repeatable("3.2", rotate, (x, cos, sin), functional.apply_rope(x, cos, sin), (again, cos, sin),
@@ -258,12 +286,13 @@ def rotate_pairs(rotate: Callable) -> None:
     ex = "3.2"
     refuse_library_object(ex, rotate, EXERCISES[ex].refuses, EXERCISES[ex].task)
     for name, x, cos, sin in _rotation_cases():
-        want = functional.apply_rope(x, cos, sin)  # before the learner's call, which gets copies of x, cos, sin
+        # the exact rotation, rounded once to x's dtype; before the learner's call, which gets copies of x, cos, sin
+        want = _exact_rotation(x, cos, sin)
+        atol, rtol = _rotation_tolerance(x)
         got = call_learner(ex, rotate, x, cos, sin, arg_names=("x", "cos", "sin"), in_place=ROTATION_IN_PLACE)
         if dense_tensor(got) and got.shape == want.shape and got.dtype == want.dtype:
-            got64 = got.to(torch.float64)
-            atol = 2e-3 if x.dtype == torch.float16 else 1e-5
-            if not _close(got64, want.to(torch.float64), atol=atol):
+            got64, want64 = got.detach().to(torch.float64), want.to(torch.float64)
+            if ((got64 - want64).abs() > atol + rtol * want64.abs()).any():  # expect_close's test, below
                 for mistake, hint in ROTATION_MISTAKES:
                     if _close(got64, _wrong_rotation(mistake, x, cos, sin), atol=atol):
                         raise Hint(ex, f"{hint} [case: {name}]")
@@ -272,8 +301,7 @@ def rotate_pairs(rotate: Callable) -> None:
                                "row t of cos/sin belongs to token t: cos (..., seq_len, d_k/2) must broadcast "
                                "against x[..., 0::2] (..., seq_len, d_k/2) without transposing or indexing it")
         expect_close(
-            ex, got, want, f"rotated pairs do not match [case: {name}]",
-            atol=2e-3 if x.dtype == torch.float16 else 1e-5, rtol=1e-3,
+            ex, got, want, f"rotated pairs do not match [case: {name}]", atol=atol, rtol=rtol,
             shape_hint=f"the output must have x's shape [case: {name}]; cos/sin (..., seq_len, d_k/2) line up "
                        "with x[..., 0::2] — did a dimension get added or transposed when broadcasting?",
             dtype_hint=f"return x's dtype [case: {name}]: cast cos and sin to x.dtype before multiplying",

@@ -342,3 +342,17 @@ def get_batch(
     offsets = starts[:, None] + torch.arange(context_length + 1)  # (B, T + 1)
     windows = ids[offsets]  # (B, T + 1)
     return windows[:, :-1], windows[:, 1:]
+
+
+def paired_batches(
+    ids: torch.Tensor, count: int, batch_size: int, context_length: int, seed: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``count`` mini-batches (``get_batch``'s) drawn from one generator seeded with ``seed``.
+
+    Every model of a paired comparison reads these same batches: the experiments give each of
+    their seeds its own ``seed`` here, so that one seed's placements, widths or depths differ
+    only in the model.
+    """
+    validation.positive_int("count", count)
+    generator = torch.Generator().manual_seed(seed)
+    return [get_batch(ids, batch_size, context_length, generator) for _ in range(count)]

@@ -263,6 +263,19 @@ def test_rotation_mistakes_get_their_hint(wrong, words, via):
     assert words in str(info.value)
 
 
+
+def test_a_rotation_at_its_own_slightly_wrong_angles_is_not_told_the_positions_are_wrong(via):
+    """cos and sin rounded to float16 in a float32 rotation: every token turned by its own angles to within
+    1e-3 rad, not close enough for float32, and no position was swapped, so not "another position"."""
+
+    def rotate_rounded_table(x, cos, sin):
+        return rotate_right(x, cos.half().float(), sin.half().float())
+
+    with pytest.raises(Hint) as info:
+        check.rotate_pairs(via(rotate_rounded_table))
+    assert "rotated pairs do not match" in str(info.value) and "another position" not in str(info.value)
+
+
 # ---------------------------------------------------------------- 3.3: long-range pairs
 
 

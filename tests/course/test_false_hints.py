@@ -243,3 +243,25 @@ def test_a_bf16_swiglu_wrong_beyond_rounding_still_gets_a_hint(seed, monkeypatch
     _replayed(monkeypatch, seed)
     with pytest.raises(Hint, match="for bfloat16 x"):
         ffn.swiglu.core(off_in_bf16)
+
+
+@pytest.mark.parametrize(("form", "seed"), [
+    (false_hints.rotate_interleave, 21630), (false_hints.rotate_float32, 23755), (false_hints.rotate_float32, 58439),
+])
+def test_the_draws_that_told_a_correct_float16_rotation_it_turned_the_wrong_positions_now_pass(
+        form, seed, monkeypatch, capsys):
+    """3.2 compared float16 rotations to the library's float16 one at atol 2e-3 without a relative term before
+    diagnosing a mistake, and "every token turned by some position's angles" held for the token's own: "each
+    token was rotated by the angles of another position" (3 of 20,000 draws). The old test, failing on purpose
+    on these draws; the checker now measures from the exact rotation with a bound that follows the pair's size."""
+    from prenorm_lib import functional
+    from prenorm_lib.checks import rope
+
+    _replayed(monkeypatch, seed)
+    name, x, cos, sin = rope._rotation_cases()[-1]
+    assert name.startswith("float16")
+    got64, library64 = form(x, cos, sin).double(), functional.apply_rope(x, cos, sin).double()
+    assert ((got64 - library64).abs() > 2e-3).any()  # what the old pre-check called not close
+    _replayed(monkeypatch, seed)
+    rope.rotate_pairs.core(form)
+    assert "Exercise 3.2 passed" in capsys.readouterr().out

@@ -179,6 +179,18 @@ def test_get_batch_is_seeded():
     assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
 
 
+def test_paired_batches_are_one_generator_s_batches_in_turn():
+    """What the paired experiments read: the batches get_batch draws one after another from one seed."""
+    generator = torch.Generator().manual_seed(7)
+    by_hand = [get_batch(IDS, 4, 8, generator) for _ in range(3)]
+    paired = data.paired_batches(IDS, 3, 4, 8, seed=7)
+    assert len(paired) == 3 and all(torch.equal(a, b) for pair in zip(paired, by_hand, strict=True)
+                                    for a, b in zip(*pair, strict=True))
+    assert not torch.equal(data.paired_batches(IDS, 1, 4, 8, seed=8)[0][0], paired[0][0])
+    with pytest.raises(ValueError, match="count"):
+        data.paired_batches(IDS, 0, 4, 8, seed=7)
+
+
 @pytest.mark.parametrize(
     ("args", "error", "message"),
     [

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from prenorm_lib.lab import probes
-from prenorm_lib.lab.data import get_batch, make_corpus
+from prenorm_lib.lab.data import make_corpus, paired_batches
 from prenorm_lib.lab.train import build_model
 
 DESCRIPTION = "Xiong et al. Fig. 3: norm of the expected FFN gradient per matrix at init, ReLU, widths 64–512"
@@ -42,17 +40,15 @@ CONFIG: dict[str, Any] = {
 FINGERPRINT: dict[str, Any] = {"seeds": [0], "widths": [64], "batches": 2}
 
 
-def batch_generator(seed: int) -> torch.Generator:
-    """The mini-batches of ``seed``: the same for every placement and width (paired)."""
-    return torch.Generator().manual_seed(20_000 + seed)
+# Seed s reads the mini-batches of generator seed BATCH_SEEDS + s, for every placement and width (paired).
+BATCH_SEEDS = 20_000
 
 
 def run_seed(config: dict[str, Any], seed: int) -> dict[str, Any]:
     """``{"d64": {"pre": {"expected": {"w1": [...], "w2": [...]}, "one_batch": {...}}, "post": ...}, ...}``."""
     corpus = make_corpus()
-    generator = batch_generator(seed)
-    batches = [get_batch(corpus.train_ids, config["batch_size"], config["context_length"], generator)
-               for _ in range(config["batches"])]
+    batches = paired_batches(corpus.train_ids, config["batches"], config["batch_size"], config["context_length"],
+                             BATCH_SEEDS + seed)
     result: dict[str, Any] = {}
     for width in config["widths"]:
         for placement in config["placements"]:

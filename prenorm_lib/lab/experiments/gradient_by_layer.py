@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from prenorm_lib.lab import data, probes, train
 
 DESCRIPTION = ("pre, post, Mix-LN and LayerNorm Scaling, 12 blocks: each block's gradient norm at init "
@@ -52,9 +50,8 @@ def blocks(norms: dict[str, float], num_layers: int) -> list[float]:
 def run_seed(config: dict[str, Any], seed: int) -> dict[str, Any]:
     """Per placement: ``"init"`` (per block) and, per learning rate, the loss and the blocks' gradient norms."""
     corpus = data.make_corpus()
-    generator = torch.Generator().manual_seed(40_000 + seed)
-    init_batches = [data.get_batch(corpus.train_ids, config["batch_size"], config["context_length"], generator)
-                    for _ in range(config["init_batches"])]
+    init_batches = data.paired_batches(corpus.train_ids, config["init_batches"], config["batch_size"],
+                                       config["context_length"], 40_000 + seed)
     result: dict[str, Any] = {}
     for placement, options in config["placements"].items():
         model = train.build_model(corpus, seed, num_layers=config["num_layers"],
