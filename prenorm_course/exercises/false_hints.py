@@ -29,6 +29,7 @@ import itertools
 import math
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -426,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--only takes exercise ids of {', '.join(c.exercise for c in CHECKERS)} (got {unknown}); "
                      f"--draws, --jobs and --seconds are positive (got {args.draws}, {args.jobs}, {args.seconds})")
     torch.set_num_threads(1)
+    # stopped by a signal (kill, a CI runner's timeout) as by Ctrl-C: the pool's workers stop with this process
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     chosen = [c for c in CHECKERS if not args.only or c.exercise in args.only]
     print(f"false hints over {args.draws} drawn checks per checker, seed {args.seed}; torch {torch.__version__}, "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at the start")

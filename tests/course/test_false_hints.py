@@ -284,3 +284,37 @@ def test_the_draw_that_told_the_handout_s_float32_rope_table_it_was_wrong_now_pa
     _replayed(monkeypatch, 14486)
     model.rope.core(handout)
     assert "Exercise 6.4 passed" in capsys.readouterr().out
+
+
+def test_the_benchmark_stopped_by_a_signal_leaves_no_worker_running():
+    """`kill` (or a runner's timeout) stops the workers of `--jobs 2` with the benchmark: before, they ran on
+    without a parent, a checker's draws each, taking both cores from whatever came next."""
+    import contextlib
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from prenorm_course.exercises.paths import repo_root
+
+    run = subprocess.Popen([sys.executable, "-m", "prenorm_course.exercises.false_hints", "--only", "6.7", "6.8",
+                            "--draws", "100000", "--jobs", "2"], cwd=repo_root(), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        workers: list[psutil.Process] = []
+        while len(workers) < 2 and time.monotonic() < deadline:
+            workers = [p for p in psutil.Process(run.pid).children() if "spawn_main" in " ".join(p.cmdline())]
+            time.sleep(0.5)
+        assert len(workers) == 2, "the benchmark did not start its two workers"
+        run.send_signal(signal.SIGTERM)
+        run.wait(timeout=60)
+        _, alive = psutil.wait_procs(workers, timeout=30)
+        assert alive == [], f"workers still running after the benchmark stopped: {[p.pid for p in alive]}"
+    finally:
+        run.kill()
+        for worker in workers:  # a failing run leaves none behind either
+            with contextlib.suppress(psutil.NoSuchProcess):
+                worker.kill()
