@@ -217,6 +217,36 @@ def test_one_weight_the_optimiser_cannot_move_fails(checker, cls, via):
         checker.core(via(cls))
 
 
+def test_the_room_for_rounding_never_hides_a_frozen_weight(monkeypatch):
+    """6.6 and 6.7 widen their tolerance by the rounding measured on each draw (``model._rounding``). Over 30 draws of
+    each, a block whose ln2 gain cannot train (the smallest weight a step moves) still misses the step's outputs by
+    more than 10 times the widened tolerance, in every draw."""
+    from prenorm_lib.checks import core
+
+    misses: list[float] = []
+    compare = core.expect_close
+
+    def measured(exercise_id, got, want, hint, atol=1e-5, rtol=1e-4, **rest):
+        if "after one gradient step" in hint:
+            misses.append(float(((got.detach().double() - want.double()).abs()
+                                 / (atol + rtol * want.double().abs())).max()))
+        return compare(exercise_id, got, want, hint, atol=atol, rtol=rtol, **rest)
+
+    monkeypatch.setattr(core, "expect_close", measured)
+    for checker, cls in ((check.block, SwiGLUWithFrozenNorm), (check.language_model, LMWithFrozenHead)):
+        misses.clear()
+        fails_every_time(checker, cls, r"after one gradient step the output is wrong", draws=30)
+        assert len(misses) == 30 and min(misses) > 10, (checker.exercise_id, min(misses))
+
+
+def test_a_room_far_too_large_would_hide_it(monkeypatch):
+    """The test above fires: with a room a million times the measured drift, the frozen ln2 gets past 6.6's gradient
+    step (to the next check, which its buffer fails: built on the meta device, it stays on the CPU)."""
+    monkeypatch.setattr(check, "ROUNDING_ROOM", 10**6)
+    with pytest.raises(Hint, match="device= is ignored"):
+        check.block.core(SwiGLUWithFrozenNorm)
+
+
 class LinearReportingAnotherWeight(MyLinear):
     """Computes with 2W and reports 2W in its state dict, starting from W/2 (so a fresh module looks right).
 
