@@ -329,8 +329,9 @@ def _expect_trains(ex: str, module: Any, library: nn.Module, x: torch.Tensor, af
     complex RoPE) lands up to ≈ 1 × ATOL + 1e-4·|out| from the reference (worst of 100 models of 3-4
     layers over 96 positions); a weight the step misses lands ≥ 500 × that away. So deep modules are
     compared 10 × looser, and with the room rounding needs on the draw (``_rounding``, the whole step
-    run again in float64 and with a float32 RoPE table): a step's outputs can be large, and in a few
-    draws in a thousand a correct model missed the 10 × tolerance alone."""
+    run again in float64 and with a float32 RoPE table): a step's outputs can be large, and without the
+    room 6.7 told a correct model it was wrong in 4 of 20,000 drawn checks, in the logits and after the
+    step (``make false-hints``; the three it listed are replayed in tests/course/test_false_hints.py)."""
     def room(before: torch.Tensor, direction: torch.Tensor, inputs: torch.Tensor) -> float:
         """``_rounding`` of the whole step: the gradient, the step and the output on ``inputs`` afterwards."""
         def run(reference: nn.Module, dtype: torch.dtype) -> torch.Tensor:
@@ -923,11 +924,13 @@ def block(cls: type) -> None:
     _load_both_ways(BLOCK, module, library)
     cases = [(f"{label} (RMS 3)", 3 * x, at) if i == 0 else (label, x, at)
              for i, (label, x, at) in enumerate(_attention_cases(gen, s))]
+    atols = []  # each case's, the first for the same input in training mode
     for label, x, at in cases:
         label = f"{label}; {_sized(s)}, d_ff={s.d_ff}"
         got = _call_attention(BLOCK, module, x, at, label)
         parts = (library.ln1, lambda t, at=at: library.attn(t, at), library.ln2, library.ffn)
         want, atol = _answer(library, x, at)
+        atols.append(atol)
         with torch.no_grad():
             mistakes = [(f(x, *parts), hint) for f, hint in PRE_NORM_MISTAKES.values()]
         if not _close(got, want, atol):
@@ -940,7 +943,7 @@ def block(cls: type) -> None:
         _compare(BLOCK, got, want, label, atol=atol)
     label, x, _ = cases[0]
     label = f"{label}; {_sized(s)}, d_ff={s.d_ff}"
-    _expect_modes_and_gradient(BLOCK, module, library, (x,), label, atol=_answer(library, x)[1])
+    _expect_modes_and_gradient(BLOCK, module, library, (x,), label, atol=atols[0])
     _expect_trains(BLOCK, module, library, torch.randn(2, x.shape[-2], s.d_model, generator=gen),
                    torch.randn(2, x.shape[-2], s.d_model, generator=gen), "ln1, attn, ln2 and ffn", deep=True)
     _expect_cases(BLOCK, module, library, [(label, x)], again=True)
@@ -1008,10 +1011,12 @@ def language_model(cls: type) -> None:
              (f"token_ids ({s.max_seq_len},), the whole context", torch.randint(s.vocab, (s.max_seq_len,),
                                                                                  generator=gen)),
              (f"token_ids (2, 2, {T})", torch.randint(s.vocab, (2, 2, T), generator=gen))]
+    atols = []  # each case's, the first for the same ids in training mode
     for label, ids in cases:
         label = f"{label}; {sized}"
         got = call_learner(LM, module, ids, arg_names=("token_ids",))
         want, atol = _answer(library, ids)
+        atols.append(atol)
         if not _close(got, want, atol) and isinstance(got, torch.Tensor) and got.shape == want.shape:
             with torch.no_grad():
                 named = [(shared(ids), SHARED_HINT),
@@ -1028,8 +1033,7 @@ def language_model(cls: type) -> None:
                 _expect_parts(LM, module, library.layers[0], s, library.token_embeddings(ids), None, label,
                               where="layers.0.")
         _compare(LM, got, want, label, atol=atol)
-    _expect_modes_and_gradient(LM, module, library, (cases[0][1],), cases[0][0], float_input=False,
-                               atol=_answer(library, cases[0][1])[1])
+    _expect_modes_and_gradient(LM, module, library, (cases[0][1],), cases[0][0], float_input=False, atol=atols[0])
     _expect_trains(LM, module, library, torch.randint(s.vocab, (2, T), generator=gen),
                    torch.randint(s.vocab, (2, T), generator=gen), "token_embeddings, the layers, ln_final and lm_head",
                    deep=True)

@@ -219,8 +219,8 @@ def test_one_weight_the_optimiser_cannot_move_fails(checker, cls, via):
 
 def test_the_room_for_rounding_never_hides_a_frozen_weight(monkeypatch):
     """6.6 and 6.7 widen their tolerance by the rounding measured on each draw (``model._rounding``). Over 30 draws of
-    each, a block whose ln2 gain cannot train (the smallest weight a step moves) still misses the step's outputs by
-    more than 10 times the widened tolerance, in every draw."""
+    each, a block whose ln2 gain cannot train (the smallest weight a step moves) and a model whose lm_head cannot still
+    miss the step's outputs by more than 10 times the widened tolerance, in every draw."""
     from prenorm_lib.checks import core
 
     misses: list[float] = []
